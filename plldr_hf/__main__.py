@@ -1,0 +1,6 @@
+import sys
+
+from plldr_hf.cli import main
+
+
+sys.exit(main())

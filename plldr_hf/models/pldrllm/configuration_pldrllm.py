@@ -1,0 +1,240 @@
+"""PLDR-LLM configuration (model_type `pldrllm`), field for field the released `config.json`.
+
+Released fields keep their released names and defaults (the 110M v51 model, `pldr_llm.md` §4.1 / §5.2), so a
+released `config.json` loads to the reference model and what we save loads in the existing tooling. Package-only
+fields (`dag_*`, `collapsed`) default to the released behaviour.
+
+This file is copied next to the weights by `save_pretrained` (remote code): it imports only transformers.
+"""
+from transformers import PreTrainedConfig
+
+
+CUSTOM_G_TYPES = (None, "identity", "random", "external")
+DAG_LOSS_FORMS = ("log_ratio", "notears")
+
+
+class PldrllmConfig(PreTrainedConfig):
+    r"""
+    Configuration of a PLDR-LLM (Power Law Decoder Representations) decoder-only language model with Power Law Graph
+    Attention (arXiv 2410.16703, 2502.13502, 2603.23539). Defaults give the released 110M v51 model (109,689,362
+    parameters).
+
+    Args:
+        vocab_size (`int`, *optional*):
+            Vocabulary size. Default: 32000.
+        hidden_size (`int`, *optional*):
+            Model width D; must equal `num_attention_heads * head_dim`. Default: 896.
+        intermediate_size (`int`, *optional*):
+            Hidden width F of the GLU feed-forward network. Default: 2389 (= floor(896 * 8 / 3)).
+        num_hidden_layers (`int`, *optional*):
+            Number of post-LN decoder layers L. Default: 5.
+        num_attention_heads (`int`, *optional*):
+            Number of heads H. Default: 14.
+        head_dim (`int`, *optional*):
+            Per-head width d; PLGA works on d x d matrices per head. Default: 64.
+        hidden_act (`str`, *optional*):
+            Activation of every GLU; the released models use SiLU only. Default: `"silu"`.
+        max_position_embeddings (`int`, *optional*):
+            Context length; with `reference_rope=True` longer inputs are rejected (the reference RoPE table has this
+            length). Default: 1024.
+        initializer_range (`float`, *optional*):
+            Kept for compatibility with the released config; initialisation follows the reference code (see
+            `PldrllmPreTrainedModel._init_weights`). Default: 0.02.
+        layer_norm_eps (`float`, *optional*):
+            Epsilon of every LayerNorm. Default: 1e-6.
+        use_cache (`bool`, *optional*):
+            Return a KV cache (and keep the G-cache) in forward calls. Default: `True`.
+        output_pldr_attentions (`bool`, *optional*):
+            Return the deductive outputs (A, A_LM, A_P, G_LM, attention probabilities) per layer. Default: `False`.
+        pad_token_id (`int`, *optional*):
+            Padding id. Default: 0.
+        bos_token_id (`int`, *optional*):
+            `[START]` id (never used in training). Default: 2.
+        eos_token_id (`int`, *optional*):
+            `[END]` id. Default: 3.
+        tie_word_embeddings (`bool`, *optional*):
+            The released LM head `final_layer` is separate from the embedding. Default: `False`.
+        rope_theta (`float`, *optional*):
+            RoPE base. Default: 10000.0.
+        rope_scaling (`dict`, *optional*):
+            Released field; only `None` is supported. Default: `None`.
+        attention_bias (`bool`, *optional*):
+            Bias on the q/k/v/o projections. Default: `True`.
+        glu_bias (`bool`, *optional*):
+            Bias on the GLU Linears (feed-forward and metric learner). Default: `True`.
+        final_bias (`bool`, *optional*):
+            Bias on the LM head. Default: `True`.
+        reference_rope (`bool`, *optional*):
+            `True`: interleaved-pair RoPE of the v51/SOC models; `False`: NeoX `rotate_half` RoPE of the v52 models.
+            The two are not weight-compatible. Default: `True`.
+        attention_dropout (`float`, *optional*):
+            Dropout on the attention probabilities. Default: 0.0.
+        num_reslayerA (`int`, *optional*):
+            Residual units R of the metric learner. Default: 8.
+        num_denseA (`int`, *optional*):
+            GLUs per residual unit. Default: 2.
+        A_dff (`int`, *optional*):
+            Hidden width of the metric-learner GLUs (d -> A_dff -> d). Default: 170.
+        custom_G_type (`str`, *optional*):
+            `None` for the learned PLGA; `"identity"` (plain SDPA), `"random"` or `"external"` for the fixed-G v51G
+            ablation, which has no metric learner and keeps G in the persistent buffer `decoder.past_G_values`.
+            Default: `None`.
+        cache_first_G (`bool`, *optional*):
+            In cached generation store batch row 0's G and use it for every row. Default: `False`.
+        dag_weight_a_lm (`float`, *optional*):
+            Package-only. Weight of the DAG regulariser on A_LM in the training loss. Default: 0.0.
+        dag_weight_a_p (`float`, *optional*):
+            Package-only. Weight of the DAG regulariser on A_P = A_LM^P. Default: 0.0.
+        dag_weight_g_lm (`float`, *optional*):
+            Package-only. Weight of the DAG regulariser on G_LM. Default: 0.0.
+        dag_loss_form (`str`, *optional*):
+            Package-only. `"log_ratio"`: |ln(tr exp(M∘M) / d)| as in the reference code; `"notears"`:
+            tr exp(M∘M) − d as written in the paper. Default: `"log_ratio"`.
+        collapsed (`bool`, *optional*):
+            Package-only. Set by `PldrllmForCausalLM.collapse()`: attention uses the constant G stored in
+            `decoder.past_G_values` instead of running the metric learner. Default: `False`.
+
+    Example:
+
+    ```python
+    >>> from plldr_hf import PldrllmConfig, PldrllmForCausalLM
+    >>> config = PldrllmConfig(vocab_size=99, hidden_size=32, num_attention_heads=2, head_dim=16, intermediate_size=37,
+    ...                        num_hidden_layers=2, A_dff=8, num_reslayerA=2, max_position_embeddings=64)
+    >>> model = PldrllmForCausalLM(config)
+    ```
+    """
+
+    model_type = "pldrllm"
+    # the base config maps `rope_scaling` to `rope_parameters` (a property); the released format stores plain
+    # `rope_theta` / `rope_scaling` fields, so shadow the property with a plain attribute
+    rope_scaling = None
+    keys_to_ignore_at_inference = ["past_key_values", "cache", "pldr_attentions", "lm_loss", "dag_losses"]
+
+    def __init__(
+        self,
+        vocab_size: int = 32000,
+        hidden_size: int = 896,
+        intermediate_size: int = 2389,
+        num_hidden_layers: int = 5,
+        num_attention_heads: int = 14,
+        head_dim: int = 64,
+        hidden_act: str = "silu",
+        max_position_embeddings: int = 1024,
+        initializer_range: float = 0.02,
+        layer_norm_eps: float = 1e-6,
+        use_cache: bool = True,
+        output_pldr_attentions: bool = False,
+        pad_token_id: int | None = 0,
+        bos_token_id: int | None = 2,
+        eos_token_id: int | None = 3,
+        tie_word_embeddings: bool = False,
+        rope_theta: float = 10000.0,
+        rope_scaling: dict | None = None,
+        attention_bias: bool = True,
+        glu_bias: bool = True,
+        final_bias: bool = True,
+        reference_rope: bool = True,
+        attention_dropout: float = 0.0,
+        num_reslayerA: int = 8,
+        num_denseA: int = 2,
+        A_dff: int = 170,
+        custom_G_type: str | None = None,
+        cache_first_G: bool = False,
+        dag_weight_a_lm: float = 0.0,
+        dag_weight_a_p: float = 0.0,
+        dag_weight_g_lm: float = 0.0,
+        dag_loss_form: str = "log_ratio",
+        collapsed: bool = False,
+        **kwargs,
+    ):
+        self.vocab_size = vocab_size
+        self.hidden_size = hidden_size
+        self.intermediate_size = intermediate_size
+        self.num_hidden_layers = num_hidden_layers
+        self.num_attention_heads = num_attention_heads
+        self.head_dim = head_dim
+        self.hidden_act = hidden_act
+        self.max_position_embeddings = max_position_embeddings
+        self.initializer_range = initializer_range
+        self.layer_norm_eps = layer_norm_eps
+        self.use_cache = use_cache
+        self.output_pldr_attentions = output_pldr_attentions
+        self.pad_token_id = pad_token_id
+        self.bos_token_id = bos_token_id
+        self.eos_token_id = eos_token_id
+        self.tie_word_embeddings = tie_word_embeddings
+        self.rope_theta = rope_theta
+        self.rope_scaling = rope_scaling
+        self.attention_bias = attention_bias
+        self.glu_bias = glu_bias
+        self.final_bias = final_bias
+        self.reference_rope = reference_rope
+        self.attention_dropout = attention_dropout
+        self.num_reslayerA = num_reslayerA
+        self.num_denseA = num_denseA
+        self.A_dff = A_dff
+        self.custom_G_type = custom_G_type
+        self.cache_first_G = cache_first_G
+        self.dag_weight_a_lm = dag_weight_a_lm
+        self.dag_weight_a_p = dag_weight_a_p
+        self.dag_weight_g_lm = dag_weight_g_lm
+        self.dag_loss_form = dag_loss_form
+        self.collapsed = collapsed
+        super().__init__(tie_word_embeddings=tie_word_embeddings, **kwargs)
+        self._check_values()
+
+    def _check_values(self):
+        for name in (
+            "vocab_size",
+            "hidden_size",
+            "intermediate_size",
+            "num_hidden_layers",
+            "num_attention_heads",
+            "head_dim",
+            "max_position_embeddings",
+            "num_reslayerA",
+            "num_denseA",
+            "A_dff",
+        ):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                raise ValueError(f"PldrllmConfig: `{name}` must be a positive integer, got {value!r}")
+        if self.hidden_size != self.num_attention_heads * self.head_dim:
+            raise ValueError(
+                f"PldrllmConfig: `hidden_size` ({self.hidden_size}) must equal `num_attention_heads` "
+                f"({self.num_attention_heads}) * `head_dim` ({self.head_dim})"
+            )
+        if self.custom_G_type not in CUSTOM_G_TYPES:
+            raise ValueError(f"PldrllmConfig: `custom_G_type` must be one of {CUSTOM_G_TYPES}, got {self.custom_G_type!r}")
+        if self.hidden_act != "silu":
+            raise ValueError(f"PldrllmConfig: `hidden_act` must be 'silu' (the only released activation), got {self.hidden_act!r}")
+        if self.rope_scaling is not None:
+            raise ValueError(f"PldrllmConfig: `rope_scaling` is not supported (released models use null), got {self.rope_scaling!r}")
+        if not self.rope_theta > 0:
+            raise ValueError(f"PldrllmConfig: `rope_theta` must be positive, got {self.rope_theta!r}")
+        if not 0.0 <= self.attention_dropout < 1.0:
+            raise ValueError(f"PldrllmConfig: `attention_dropout` must be in [0, 1), got {self.attention_dropout!r}")
+        if self.dag_loss_form not in DAG_LOSS_FORMS:
+            raise ValueError(f"PldrllmConfig: `dag_loss_form` must be one of {DAG_LOSS_FORMS}, got {self.dag_loss_form!r}")
+        for name in ("dag_weight_a_lm", "dag_weight_a_p", "dag_weight_g_lm"):
+            value = getattr(self, name)
+            if not isinstance(value, (int, float)) or value < 0:
+                raise ValueError(f"PldrllmConfig: `{name}` must be a non-negative number, got {value!r}")
+        if self.collapsed and self.custom_G_type is not None:
+            raise ValueError(
+                f"PldrllmConfig: `collapsed=True` applies to learned-G models; this config already has a fixed G "
+                f"(`custom_G_type={self.custom_G_type!r}`)"
+            )
+
+    @property
+    def dag_weights(self) -> tuple[float, float, float]:
+        """(A_LM, A_P, G_LM) weights of the DAG regulariser."""
+        return (self.dag_weight_a_lm, self.dag_weight_a_p, self.dag_weight_g_lm)
+
+    @property
+    def has_fixed_G(self) -> bool:
+        """True when attention uses the constant G buffer (fixed-G ablation or a collapsed model)."""
+        return self.custom_G_type is not None or bool(self.collapsed)
+
+
+__all__ = ["PldrllmConfig"]

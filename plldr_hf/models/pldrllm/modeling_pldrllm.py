@@ -1,0 +1,755 @@
+"""PLDR-LLM: a decoder-only LM with Power Law Graph Attention (PLGA), in the released checkpoint format.
+
+Papers: arXiv 2410.16703 (PLDR-LLM), 2502.13502 (KV-cache + G-cache), 2603.23539 (self-organised criticality).
+Spec: `shared/spec/pldr_llm.md`; this file implements the v51 ("v510") architecture.
+
+Notable features (what differs from a standard decoder):
+- Per layer and head a "metric learner" maps the Gram matrix of the rotated queries, A0 = q_rotᵀ·q_rot over all S
+  positions of the call (no mask, no 1/S), to a d×d operator G_LM; scores are (q_rot·G_LM)·k_rotᵀ/√d. G_LM = I is
+  exactly scaled-dot-product attention, so any stock kernel runs PLGA with the query q' = q_rot·G_LM.
+- Post-LN layers, GLU feed-forward, biases on every Linear, embeddings scaled by √D then LayerNorm, no final norm,
+  untied LM head `final_layer` with bias.
+- Two RoPE conventions selected by `reference_rope`: interleaved pairs (v51/SOC) or NeoX `rotate_half` (v52).
+- The PLGA maths (Gram matrix, metric learner, power law, G) runs in float32 whatever the model dtype.
+- G-cache (reference semantics): with a cache, each layer computes G from the prompt at prefill and reuses it for
+  every decode step; without a cache G is recomputed from the whole input. The state lives in the cache layer
+  (`PldrllmCacheLayer`), so it follows beam reordering; `cache_first_G` keeps only batch row 0's G.
+- Fixed G: `custom_G_type` (v51G ablation) or a collapsed model keep one G per layer and head in the persistent
+  buffer `decoder.past_G_values` [L, 3, 1, H, d, d] (slots A, A_LM, G_LM); the metric learner is skipped.
+- The DAG regulariser on A_LM, A_P, G_LM is computed inside `plgatt_layer.forward` (so PEFT adapters on the PLGA
+  tensors see it) and added to the loss with the token-fraction weight that keeps gradient accumulation and DDP
+  exact (`hf_integration.md` §10.2).
+
+Symbol table (paper → meaning → released name):
+
+| symbol   | meaning                                              | shape        | released name                         |
+|----------|------------------------------------------------------|--------------|---------------------------------------|
+| Wq,Wk,Wv | query/key/value projections                          | [D, D] + [D] | `mha1.wq`, `mha1.wk`, `mha1.wv`       |
+| Wo       | output projection                                    | [D, D] + [D] | `mha1.dense`                          |
+| γ, β     | LayerNorm over the rows of the Gram matrix A0        | [d]          | `mha1.layernorm1`                     |
+| GLU, LN  | residual metric-learner units (R units × n GLUs)      | d→a→d        | `mha1.reslayerAs.r.denseAs.k.gluw*`   |
+| W, b     | A_LM = iSwiGLU(W·A + b) + ε                          | [H, d, d]    | `plgatt_layer.Wlst`, `.blst`          |
+| P        | power-law exponents, A_P = A_LM^∘P                   | [H, d, d]    | `plgatt_layer.pwlst`                  |
+| a, b_a   | G_LM = a·A_P + b_a                                   | [H, d, d]    | `plgatt_layer.alst`, `.balst`         |
+| A        | metric tensor (metric-learner output)                | [B, H, d, d] | `pldr_attentions[l][0]`               |
+| A_LM     | positive operator                                    | [B, H, d, d] | `pldr_attentions[l][1]`               |
+| A_P      | power-law operator                                   | [B, H, d, d] | `pldr_attentions[l][2]`               |
+| G_LM     | learned bilinear form of the scores                  | [B, H, d, d] | `pldr_attentions[l][3]`               |
+
+This file is copied next to the weights by `save_pretrained` (remote code): it imports only torch, transformers
+(public names) and `configuration_pldrllm`.
+"""
+import inspect
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from transformers import GenerationMixin, PreTrainedModel
+from transformers import initialization as init
+from transformers.cache_utils import Cache, DynamicCache, DynamicLayer
+from transformers.masking_utils import create_causal_mask
+from transformers.modeling_layers import GradientCheckpointingLayer
+from transformers.modeling_outputs import BaseModelOutputWithPast, CausalLMOutputWithPast
+from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+
+from .configuration_pldrllm import PldrllmConfig
+
+
+# version shim: transformers 5.24 renamed the cache keyword and output field `past_key_values` -> `cache`
+# (5.23 uses `past_key_values`; the old name is deprecated until 5.40). Forward accepts both spellings; outputs
+# subclass the stock output classes and fill whichever field this version has.
+_CACHE_KWARG = "cache" if "cache" in inspect.signature(create_causal_mask).parameters else "past_key_values"
+_CACHE_FIELD = "cache" if "cache" in CausalLMOutputWithPast.__dataclass_fields__ else "past_key_values"
+
+# ε added to A_LM so that it is entrywise positive and the power step A_LM^P is defined (reference, hard-coded)
+A_LM_EPS = 1e-9
+
+
+@dataclass
+class PldrllmModelOutput(BaseModelOutputWithPast):
+    """Output of `PldrllmModel`: the stock fields plus the PLDR ones.
+
+    `pldr_attentions[l]` is `(A, A_LM, A_P, G_LM)` of layer l, each (B or 1, H, d, d), when requested with
+    `output_pldr_attentions=True`; `dag_losses` holds the layer-averaged DAG values of (A_LM, A_P, G_LM) when they
+    were computed.
+    """
+
+    pldr_attentions: tuple[tuple[torch.FloatTensor, ...], ...] | None = None
+    dag_losses: torch.FloatTensor | None = None
+
+
+@dataclass
+class PldrllmCausalLMOutput(CausalLMOutputWithPast):
+    """Output of `PldrllmForCausalLM`: `loss = lm_loss + Σ weight·dag_losses` (times the token fraction under
+    Trainer), with the cross-entropy `lm_loss` and the unweighted `dag_losses` (A_LM, A_P, G_LM) also returned."""
+
+    pldr_attentions: tuple[tuple[torch.FloatTensor, ...], ...] | None = None
+    lm_loss: torch.FloatTensor | None = None
+    dag_losses: torch.FloatTensor | None = None
+
+
+def rope_cos_sin(position_ids: torch.Tensor, head_dim: int, base: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """cos and sin of the RoPE angles p·θ_i, θ_i = base^(−2i/d), in float32: (B, 1, S, d/2) each.
+
+    Computed per call from the positions instead of a precomputed buffer, so loading from the meta device can never
+    leave an uninitialised table (the NaN bug of the released remote code on transformers 5.x).
+    """
+    inv_freq = 1.0 / (base ** (torch.arange(0, head_dim, 2, device=position_ids.device).float() / head_dim))
+    angles = position_ids.float()[:, None, :, None] * inv_freq
+    return angles.cos(), angles.sin()
+
+
+def apply_rope_interleaved(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """v51 / torchtune convention: rotate the pairs (x[2i], x[2i+1]) by p·θ_i; float32 maths, input dtype out."""
+    x_pairs = x.float().reshape(*x.shape[:-1], -1, 2)
+    x0, x1 = x_pairs[..., 0], x_pairs[..., 1]
+    rotated = torch.stack((x0 * cos - x1 * sin, x1 * cos + x0 * sin), dim=-1)
+    return rotated.flatten(-2).type_as(x)
+
+
+def apply_rope_half(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """v52 / NeoX convention: rotate the pairs (x[i], x[i + d/2]), i.e. x·cos + rotate_half(x)·sin."""
+    x_float = x.float()
+    x1, x2 = x_float.chunk(2, dim=-1)
+    cos, sin = torch.cat((cos, cos), dim=-1), torch.cat((sin, sin), dim=-1)
+    return (x_float * cos + torch.cat((-x2, x1), dim=-1) * sin).type_as(x)
+
+
+def _linear_fp32(layer: nn.Linear, x: torch.Tensor) -> torch.Tensor:
+    # call the module itself when it already is float32, so PEFT wrappers on it stay active
+    if layer.weight.dtype == torch.float32:
+        return layer(x)
+    bias = None if layer.bias is None else layer.bias.float()
+    return F.linear(x, layer.weight.float(), bias)
+
+
+def _layer_norm_fp32(norm: nn.LayerNorm, x: torch.Tensor) -> torch.Tensor:
+    if norm.weight.dtype == torch.float32:
+        return norm(x)
+    return F.layer_norm(x, norm.normalized_shape, norm.weight.float(), norm.bias.float(), norm.eps)
+
+
+def iswiglu(x: torch.Tensor) -> torch.Tensor:
+    """iSwiGLU(x) = x·silu(x) = x²·σ(x) ≥ 0: SwiGLU with identity weights and no bias."""
+    return x * F.silu(x)
+
+
+def dag_loss(m: torch.Tensor, form: str = "log_ratio") -> torch.Tensor:
+    """DAG value of each d×d matrix in `m` (..., d, d), averaged over the leading axes; float64 maths.
+
+    `"notears"`: h(M) = tr(exp(M∘M)) − d. `"log_ratio"` (the reference code): |ln(tr(exp(M∘M)) / d)|. Both use
+    ln tr e^X = c + ln tr e^(X − cI) with X = M∘M ≥ 0 and c its largest row sum, so every entry of e^(X − cI) is at
+    most 1 and values of order 10³ (seen in trained checkpoints) cannot overflow.
+    """
+    d = m.shape[-1]
+    x = m.double().square()
+    c = x.sum(dim=-1).amax(dim=-1)
+    eye = torch.eye(d, dtype=x.dtype, device=x.device)
+    log_trace = c + torch.linalg.matrix_exp(x - c[..., None, None] * eye).diagonal(dim1=-2, dim2=-1).sum(-1).log()
+    if form == "log_ratio":
+        values = (log_trace - math.log(d)).abs()
+    elif form == "notears":
+        values = log_trace.exp() - d
+    else:
+        raise ValueError(f"unknown DAG loss form {form!r}; expected 'log_ratio' or 'notears'")
+    return values.mean().float()
+
+
+class PldrllmCacheLayer(DynamicLayer):
+    """A `DynamicLayer` (K, V) that also holds the layer's G-cache `(A, A_LM, A_P, G_LM)`, each (B or 1, H, d, d).
+
+    Keeping the G state in the cache layer (not on the model) makes it follow beam reordering, batch expansion and
+    selection, and resets it with the cache (`hf_integration.md` §6.2).
+    """
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.pldr_state: tuple[torch.Tensor, ...] | None = None
+
+    def reset(self) -> None:
+        super().reset()
+        self.pldr_state = None
+
+    def _map_state(self, fn) -> None:
+        # a state of batch size 1 (cache_first_G) is shared by every row and needs no reordering
+        if self.pldr_state is not None and self.pldr_state[0].shape[0] > 1:
+            self.pldr_state = tuple(fn(t) for t in self.pldr_state)
+
+    def reorder_cache(self, beam_idx: torch.LongTensor) -> None:
+        super().reorder_cache(beam_idx)
+        self._map_state(lambda t: t.index_select(0, beam_idx.to(t.device)))
+
+    def batch_repeat_interleave(self, repeats: int) -> None:
+        super().batch_repeat_interleave(repeats)
+        self._map_state(lambda t: t.repeat_interleave(repeats, dim=0))
+
+    def batch_select_indices(self, indices: torch.Tensor) -> None:
+        super().batch_select_indices(indices)
+        self._map_state(lambda t: t[indices, ...])
+
+
+def _install_g_cache_layers(cache: Cache, num_layers: int) -> None:
+    """Give a stock `DynamicCache` G-cache layers; K/V already stored are kept (their G is then recomputed once)."""
+    layers = cache.layers
+    for idx in range(num_layers):
+        if idx < len(layers) and isinstance(layers[idx], PldrllmCacheLayer):
+            continue
+        if idx < len(layers) and type(layers[idx]) is not DynamicLayer:
+            raise ValueError(
+                f"PLDR-LLM with a learned G needs a DynamicCache (its G-cache lives in the cache layers); got "
+                f"{type(layers[idx]).__name__} in layer {idx}. StaticCache and other caches need a fixed G: "
+                f"call `model.collapse()` or use a `custom_G_type` model."
+            )
+        new_layer = PldrllmCacheLayer()
+        if idx < len(layers):
+            old = layers[idx]
+            new_layer.__dict__.update({k: v for k, v in old.__dict__.items() if k != "pldr_state"})
+            layers[idx] = new_layer
+        else:
+            layers.append(new_layer)
+
+
+def eager_attention_forward(
+    module: nn.Module,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    scaling: float,
+    dropout: float = 0.0,
+    **kwargs,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Reference attention softmax(q·kᵀ·scaling + mask)·v with a float32 softmax; `query` is already q_rot·G.
+
+    Accepts no mask, a boolean mask (True = attend) or an additive float mask. Returns (B, S, H, d) and the
+    attention probabilities (B, H, S, T).
+    """
+    attn_weights = torch.matmul(query, key.transpose(2, 3)) * scaling
+    if attention_mask is not None:
+        attention_mask = attention_mask[:, :, :, : key.shape[-2]]
+        if attention_mask.dtype == torch.bool:
+            attn_weights = attn_weights.masked_fill(~attention_mask, torch.finfo(attn_weights.dtype).min)
+        else:
+            attn_weights = attn_weights + attention_mask
+    attn_weights = F.softmax(attn_weights, dim=-1, dtype=torch.float32).to(query.dtype)
+    attn_weights = F.dropout(attn_weights, p=dropout, training=module.training)
+    attn_output = torch.matmul(attn_weights, value).transpose(1, 2).contiguous()
+    return attn_output, attn_weights
+
+
+class PldrllmGLU(nn.Module):
+    """GLU(x) = W3(silu(W1·x + b1) ⊙ (W2·x + b2)) + b3 — the feed-forward network and each metric-learner unit."""
+
+    def __init__(self, dim: int, hidden_dim: int, bias: bool = True):
+        super().__init__()
+        self.gluw1 = nn.Linear(dim, hidden_dim, bias=bias)
+        self.gluw2 = nn.Linear(dim, hidden_dim, bias=bias)
+        self.gluw3 = nn.Linear(hidden_dim, dim, bias=bias)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.gluw3(F.silu(self.gluw1(x)) * self.gluw2(x))
+
+    def forward_fp32(self, x: torch.Tensor) -> torch.Tensor:
+        return _linear_fp32(self.gluw3, F.silu(_linear_fp32(self.gluw1, x)) * _linear_fp32(self.gluw2, x))
+
+
+class PldrllmResidualUnit(nn.Module):
+    """One residual unit of the metric learner: A ← LN(A + GLU_n(…GLU_1(A))), row-wise on the d×d matrix."""
+
+    def __init__(self, head_dim: int, a_dff: int, num_dense: int, bias: bool, eps: float):
+        super().__init__()
+        self.denseAs = nn.ModuleList([PldrllmGLU(head_dim, a_dff, bias) for _ in range(num_dense)])
+        self.layernormA = nn.LayerNorm(head_dim, eps=eps)
+
+    def forward(self, a: torch.Tensor) -> torch.Tensor:
+        branch = a
+        for glu in self.denseAs:
+            branch = glu.forward_fp32(branch)
+        return _layer_norm_fp32(self.layernormA, a + branch)
+
+
+class PldrllmPowerLawGraphLayer(nn.Module):
+    """The power-law step: A → A_LM = iSwiGLU(W·A + b) + ε → A_P = A_LM^∘P → G_LM = a·A_P + b_a (float32).
+
+    The PLGA tensors are read only here, so a PEFT `target_parameters` adapter on them is seen by the attention
+    and by the DAG terms computed here (`hf_integration.md` §13).
+    """
+
+    def __init__(self, num_heads: int, head_dim: int):
+        super().__init__()
+        shape = (num_heads, head_dim, head_dim)
+        self.Wlst = nn.Parameter(torch.empty(shape))
+        self.blst = nn.Parameter(torch.empty(shape))
+        self.pwlst = nn.Parameter(torch.empty(shape))
+        self.alst = nn.Parameter(torch.empty(shape))
+        self.balst = nn.Parameter(torch.empty(shape))
+
+    def forward(
+        self, a: torch.Tensor, dag_form: str | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        # (H, d, d) @ (B, H, d, d): W and a act from the left, mixing rows
+        a_lm = iswiglu(torch.matmul(self.Wlst.float(), a) + self.blst.float()) + A_LM_EPS
+        a_p = torch.pow(a_lm, self.pwlst.float())
+        g_lm = torch.matmul(self.alst.float(), a_p) + self.balst.float()
+        dag = None
+        if dag_form is not None:
+            dag = torch.stack([dag_loss(a_lm, dag_form), dag_loss(a_p, dag_form), dag_loss(g_lm, dag_form)])
+        return a_lm, a_p, g_lm, dag
+
+
+class PldrllmAttention(nn.Module):
+    """Power Law Graph Attention of one layer (`mha1`).
+
+    Learned G: the Gram matrix of the rotated queries goes through LayerNorm (`layernorm1`), the residual metric
+    learner (`reslayerAs`) and the power-law step (`plgatt_layer`). Fixed G (custom_G_type or collapsed): G comes
+    from the model buffer and none of that runs. Either way the backend gets q' = q_rot·G.
+    """
+
+    def __init__(self, config: PldrllmConfig, layer_idx: int):
+        super().__init__()
+        self.config = config
+        self.layer_idx = layer_idx
+        self.num_heads = config.num_attention_heads
+        self.head_dim = config.head_dim
+        self.scaling = self.head_dim**-0.5
+        self.attention_dropout = config.attention_dropout
+        # read by the transformers attention backends
+        self.is_causal = True
+        self.num_key_value_groups = 1
+        hidden, bias = config.hidden_size, config.attention_bias
+        self.wq = nn.Linear(hidden, hidden, bias=bias)
+        self.wk = nn.Linear(hidden, hidden, bias=bias)
+        self.wv = nn.Linear(hidden, hidden, bias=bias)
+        self.dense = nn.Linear(hidden, hidden, bias=bias)
+        if config.custom_G_type is None:
+            self.layernorm1 = nn.LayerNorm(self.head_dim, eps=config.layer_norm_eps)
+            self.reslayerAs = nn.ModuleList(
+                [
+                    PldrllmResidualUnit(
+                        self.head_dim, config.A_dff, config.num_denseA, config.glu_bias, config.layer_norm_eps
+                    )
+                    for _ in range(config.num_reslayerA)
+                ]
+            )
+            self.plgatt_layer = PldrllmPowerLawGraphLayer(self.num_heads, self.head_dim)
+
+    def deductive_outputs(self, q_rot: torch.Tensor, dag_form: str | None = None):
+        """(A, A_LM, A_P, G_LM, dag) from the rotated queries (B, H, S, d), all float32 (B, H, d, d)."""
+        q = q_rot.float()
+        # Gram / density operator over all S positions of the call: no mask, no 1/S (reference, spec §3.5)
+        a = torch.matmul(q.transpose(-1, -2), q)
+        a = _layer_norm_fp32(self.layernorm1, a)
+        for unit in self.reslayerAs:
+            a = unit(a)
+        a_lm, a_p, g_lm, dag = self.plgatt_layer(a, dag_form)
+        return a, a_lm, a_p, g_lm, dag
+
+    def forward(
+        self,
+        hidden_states: torch.Tensor,
+        rope: tuple[torch.Tensor, torch.Tensor],
+        attention_mask: torch.Tensor | None = None,
+        past_key_values: Cache | None = None,
+        fixed_g: torch.Tensor | None = None,
+        cache_first_G: bool = False,
+        dag_form: str | None = None,
+        **kwargs,
+    ):
+        batch, seq_len, _ = hidden_states.shape
+        shape = (batch, seq_len, self.num_heads, self.head_dim)
+        query = self.wq(hidden_states).view(shape).transpose(1, 2)  # (B, H, S, d)
+        key = self.wk(hidden_states).view(shape).transpose(1, 2)
+        value = self.wv(hidden_states).view(shape).transpose(1, 2)
+        apply_rope = apply_rope_interleaved if self.config.reference_rope else apply_rope_half
+        query, key = apply_rope(query, *rope), apply_rope(key, *rope)
+
+        dag = None
+        if fixed_g is not None:
+            # buffer slots (A, A_LM, G_LM), each (1, H, d, d); A_P is not stored in the released format
+            state = (fixed_g[0], fixed_g[1], None, fixed_g[2])
+        else:
+            cache_layer = None
+            if past_key_values is not None:
+                cache_layer = past_key_values.layers[self.layer_idx]
+            if cache_layer is not None and cache_layer.get_seq_length() > 0 and cache_layer.pldr_state is not None:
+                state = cache_layer.pldr_state
+            else:
+                # prefill (or no cache): compute G from this call; an empty KV cache means a new generation
+                *state, dag = self.deductive_outputs(query, dag_form)
+                state = tuple(state)
+                if cache_layer is not None:
+                    cache_layer.pldr_state = tuple(t[:1] for t in state) if cache_first_G else state
+        g_lm = state[3]
+        query = torch.matmul(query.float(), g_lm).to(value.dtype)  # q' = q_rot·G, (B, H, S, d)
+
+        if past_key_values is not None:
+            key, value = past_key_values.update(key, value, self.layer_idx)
+
+        attention_interface = ALL_ATTENTION_FUNCTIONS.get_interface(
+            self.config._attn_implementation, eager_attention_forward
+        )
+        attn_output, attn_weights = attention_interface(
+            self,
+            query,
+            key,
+            value,
+            attention_mask,
+            scaling=self.scaling,
+            dropout=self.attention_dropout if self.training else 0.0,
+            **kwargs,
+        )
+        attn_output = self.dense(attn_output.reshape(batch, seq_len, -1))
+        return attn_output, attn_weights, state, dag
+
+
+class PldrllmDecoderLayer(GradientCheckpointingLayer):
+    """Post-LN decoder layer.
+
+    ```
+    h ──┬─> mha1 (PLGA) ──(+)──> layernorm1 ──┬─> ffn (GLU) ──(+)──> layernorm2 ──> out
+        └──────────────────┘                  └──────────────────┘
+    ```
+    """
+
+    def __init__(self, config: PldrllmConfig, layer_idx: int):
+        super().__init__()
+        self.mha1 = PldrllmAttention(config, layer_idx)
+        self.ffn = PldrllmGLU(config.hidden_size, config.intermediate_size, config.glu_bias)
+        self.layernorm1 = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.layernorm2 = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+
+    def forward(self, hidden_states: torch.Tensor, rope, attention_mask=None, **kwargs):
+        attn_output, attn_weights, state, dag = self.mha1(hidden_states, rope, attention_mask, **kwargs)
+        hidden_states = self.layernorm1(hidden_states + attn_output)
+        hidden_states = self.layernorm2(hidden_states + self.ffn(hidden_states))
+        return hidden_states, attn_weights, state, dag
+
+
+class PldrllmPreTrainedModel(PreTrainedModel):
+    config_class = PldrllmConfig
+    config: PldrllmConfig
+    base_model_prefix = "decoder"
+    supports_gradient_checkpointing = True
+    _no_split_modules = ["PldrllmDecoderLayer"]
+    _skip_keys_device_placement = ["past_key_values", "cache"]
+    _supports_sdpa = True
+    _supports_flash_attn = True
+    _supports_flex_attn = True
+    _supports_attention_backend = True
+
+    @torch.no_grad()
+    def _init_weights(self, module: nn.Module) -> None:
+        """Initialisation of the reference v510 code (SOC repository, with its 2026-02-25 `wv` fix).
+
+        | parameter                                        | init                                   |
+        |--------------------------------------------------|----------------------------------------|
+        | every Linear weight (q, k, v, o, GLUs, LM head)   | Xavier-uniform                         |
+        | every Linear bias                                | 0                                      |
+        | embedding                                        | N(0, 1)                                |
+        | LayerNorm weight / bias                          | 1 / 0                                  |
+        | PLGA W (`Wlst`), P (`pwlst`), a (`alst`)         | Xavier-normal on (H, d, d), std ≈ 0.02 |
+        | PLGA b (`blst`), b_a (`balst`)                   | 0                                      |
+        | fixed G buffer `past_G_values` (identity/external)| slots A_LM, G_LM = I, A = 0           |
+        | fixed G buffer (random)                          | A_LM, G_LM ~ N(0, 1), A = 0            |
+        """
+        if isinstance(module, nn.Linear):
+            init.xavier_uniform_(module.weight)
+            if module.bias is not None:
+                init.zeros_(module.bias)
+        elif isinstance(module, nn.Embedding):
+            init.normal_(module.weight, mean=0.0, std=1.0)
+        elif isinstance(module, nn.LayerNorm):
+            init.ones_(module.weight)
+            init.zeros_(module.bias)
+        elif isinstance(module, PldrllmPowerLawGraphLayer):
+            for param in (module.Wlst, module.pwlst, module.alst):
+                init.xavier_normal_(param)
+            init.zeros_(module.blst)
+            init.zeros_(module.balst)
+        elif isinstance(module, PldrllmModel) and getattr(module, "past_G_values", None) is not None:
+            init.copy_(module.past_G_values, module.initial_fixed_g())
+            init.copy_(module.past_G_values_status, torch.ones_like(module.past_G_values_status))
+
+
+class PldrllmModel(PldrllmPreTrainedModel):
+    """The PLDR-LLM decoder (no LM head); in a causal-LM checkpoint it sits under the prefix `decoder`.
+
+    Example:
+
+    ```python
+    >>> import torch
+    >>> from plldr_hf import PldrllmConfig, PldrllmModel
+    >>> config = PldrllmConfig(vocab_size=99, hidden_size=32, num_attention_heads=2, head_dim=16, intermediate_size=37,
+    ...                        num_hidden_layers=2, A_dff=8, num_reslayerA=2, max_position_embeddings=64)
+    >>> out = PldrllmModel(config)(torch.tensor([[5, 6, 7]]), output_pldr_attentions=True)
+    >>> out.last_hidden_state.shape, out.pldr_attentions[0][3].shape  # G_LM of layer 0: (B, H, d, d)
+    (torch.Size([1, 3, 32]), torch.Size([1, 2, 16, 16]))
+    ```
+    """
+
+    def __init__(self, config: PldrllmConfig):
+        super().__init__(config)
+        self.embedding = nn.Embedding(config.vocab_size, config.hidden_size)
+        self.layernorm1 = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.dec_layers = nn.ModuleList([PldrllmDecoderLayer(config, i) for i in range(config.num_hidden_layers)])
+        if config.has_fixed_G:
+            self._register_fixed_g_buffers()
+        self.gradient_checkpointing = False
+        self.post_init()
+
+    def _register_fixed_g_buffers(self) -> None:
+        cfg = self.config
+        shape = (cfg.num_hidden_layers, 3, 1, cfg.num_attention_heads, cfg.head_dim, cfg.head_dim)
+        device = self.embedding.weight.device
+        self.register_buffer("past_G_values", torch.zeros(shape, device=device), persistent=True)
+        self.register_buffer(
+            "past_G_values_status", torch.zeros(cfg.num_hidden_layers, dtype=torch.bool, device=device), persistent=True
+        )
+
+    def initial_fixed_g(self) -> torch.Tensor:
+        """Initial value of `past_G_values` for `custom_G_type` (identity / external: G = I; random: N(0, 1))."""
+        g = torch.zeros_like(self.past_G_values)
+        d = self.config.head_dim
+        if self.config.custom_G_type == "random":
+            g[:, 1:] = torch.randn_like(g[:, 1:])
+        else:
+            g[:, 1:] = torch.eye(d, dtype=g.dtype, device=g.device)
+        return g
+
+    def get_input_embeddings(self) -> nn.Embedding:
+        return self.embedding
+
+    def set_input_embeddings(self, value: nn.Embedding) -> None:
+        self.embedding = value
+
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        position_ids: torch.LongTensor | None = None,
+        past_key_values: Cache | None = None,
+        inputs_embeds: torch.FloatTensor | None = None,
+        use_cache: bool | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+        output_pldr_attentions: bool | None = None,
+        cache_first_G: bool | None = None,
+        output_dag_losses: bool = False,
+        return_dict: bool | None = None,
+        cache: Cache | None = None,
+        **kwargs,
+    ) -> PldrllmModelOutput | tuple:
+        cfg = self.config
+        past_key_values = cache if cache is not None else past_key_values
+        output_attentions = output_attentions if output_attentions is not None else cfg.output_attentions
+        output_hidden_states = output_hidden_states if output_hidden_states is not None else cfg.output_hidden_states
+        output_pldr_attentions = (
+            output_pldr_attentions if output_pldr_attentions is not None else cfg.output_pldr_attentions
+        )
+        cache_first_G = cache_first_G if cache_first_G is not None else cfg.cache_first_G
+        use_cache = use_cache if use_cache is not None else cfg.use_cache
+        return_dict = return_dict if return_dict is not None else cfg.return_dict
+        if self.gradient_checkpointing and self.training:
+            use_cache = False
+        if (input_ids is None) == (inputs_embeds is None):
+            raise ValueError("PldrllmModel: pass exactly one of `input_ids` and `inputs_embeds`")
+
+        if inputs_embeds is None:
+            inputs_embeds = self.embedding(input_ids)
+        batch, seq_len = inputs_embeds.shape[:2]
+        fixed = cfg.has_fixed_G
+        if use_cache and past_key_values is None:
+            past_key_values = DynamicCache(config=cfg)
+        if not use_cache:
+            past_key_values = None
+        if past_key_values is not None and not fixed:
+            _install_g_cache_layers(past_key_values, cfg.num_hidden_layers)
+        past_len = past_key_values.get_seq_length() if past_key_values is not None else 0
+        if cfg.reference_rope and past_len + seq_len > cfg.max_position_embeddings:
+            raise ValueError(
+                f"PLDR-LLM: sequence length {past_len + seq_len} (cached {past_len} + new {seq_len}) exceeds "
+                f"max_position_embeddings={cfg.max_position_embeddings}, the length of the reference RoPE table "
+                f"(reference_rope=True); truncate the input"
+            )
+        if position_ids is None:
+            position_ids = torch.arange(past_len, past_len + seq_len, device=inputs_embeds.device)[None]
+        if position_ids.dim() == 1:
+            position_ids = position_ids[None]
+        position_ids = position_ids.expand(batch, -1)
+
+        # not in place: the released code scales its input tensor in place (spec §12.8)
+        hidden_states = inputs_embeds * math.sqrt(cfg.hidden_size)
+        all_hidden_states = (hidden_states,) if output_hidden_states else None
+        hidden_states = self.layernorm1(hidden_states)
+
+        causal_mask = create_causal_mask(
+            config=cfg,
+            inputs_embeds=hidden_states,
+            attention_mask=attention_mask,
+            position_ids=position_ids,
+            **{_CACHE_KWARG: past_key_values},
+        )
+        rope = rope_cos_sin(position_ids, cfg.head_dim, cfg.rope_theta)
+        dag_form = cfg.dag_loss_form if output_dag_losses and not fixed else None
+
+        all_attentions = () if output_attentions else None
+        all_pldr = () if output_pldr_attentions else None
+        dag_values = []
+        for layer_idx, layer in enumerate(self.dec_layers):
+            fixed_g = self.past_G_values[layer_idx] if fixed else None
+            hidden_states, attn_weights, state, dag = layer(
+                hidden_states,
+                rope,
+                causal_mask,
+                past_key_values=past_key_values,
+                fixed_g=fixed_g,
+                cache_first_G=cache_first_G,
+                dag_form=dag_form,
+                **kwargs,
+            )
+            if output_hidden_states:
+                all_hidden_states += (hidden_states,)
+            if output_attentions:
+                all_attentions += (attn_weights,)
+            if output_pldr_attentions:
+                all_pldr += (self._complete_state(state, layer_idx),)
+            if dag is not None:
+                dag_values.append(dag)
+
+        dag_losses = torch.stack(dag_values).mean(0) if dag_values else None
+        output = PldrllmModelOutput(
+            last_hidden_state=hidden_states,
+            hidden_states=all_hidden_states,
+            attentions=all_attentions,
+            pldr_attentions=all_pldr,
+            dag_losses=dag_losses,
+            **{_CACHE_FIELD: past_key_values},
+        )
+        return output if return_dict else output.to_tuple()
+
+    def _complete_state(self, state: tuple, layer_idx: int) -> tuple[torch.Tensor, ...]:
+        a, a_lm, a_p, g_lm = state
+        if a_p is None:
+            # fixed G: A_P is not stored; recompute it from A_LM and P when the learned P still exists
+            attn = self.dec_layers[layer_idx].mha1
+            plga = getattr(attn, "plgatt_layer", None)
+            a_p = torch.pow(a_lm, plga.pwlst.float()) if plga is not None else torch.full_like(a_lm, float("nan"))
+        return a, a_lm, a_p, g_lm
+
+
+class PldrllmForCausalLM(PldrllmPreTrainedModel, GenerationMixin):
+    """PLDR-LLM with its untied LM head `final_layer` (with bias).
+
+    Example:
+
+    ```python
+    >>> import torch
+    >>> from plldr_hf import PldrllmConfig, PldrllmForCausalLM
+    >>> config = PldrllmConfig(vocab_size=99, hidden_size=32, num_attention_heads=2, head_dim=16, intermediate_size=37,
+    ...                        num_hidden_layers=2, A_dff=8, num_reslayerA=2, max_position_embeddings=64)
+    >>> model = PldrllmForCausalLM(config).eval()
+    >>> model.generate(torch.tensor([[5, 6, 7]]), max_new_tokens=4, do_sample=False).shape
+    torch.Size([1, 7])
+    ```
+    """
+
+    def __init__(self, config: PldrllmConfig):
+        super().__init__(config)
+        self.decoder = PldrllmModel(config)
+        self.final_layer = nn.Linear(config.hidden_size, config.vocab_size, bias=config.final_bias)
+        self.post_init()
+
+    def get_input_embeddings(self) -> nn.Embedding:
+        return self.decoder.embedding
+
+    def set_input_embeddings(self, value: nn.Embedding) -> None:
+        self.decoder.embedding = value
+
+    def get_output_embeddings(self) -> nn.Linear:
+        return self.final_layer
+
+    def set_output_embeddings(self, value: nn.Linear) -> None:
+        self.final_layer = value
+
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        position_ids: torch.LongTensor | None = None,
+        past_key_values: Cache | None = None,
+        inputs_embeds: torch.FloatTensor | None = None,
+        labels: torch.LongTensor | None = None,
+        use_cache: bool | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+        output_pldr_attentions: bool | None = None,
+        cache_first_G: bool | None = None,
+        output_dag_losses: bool | None = None,
+        return_dict: bool | None = None,
+        logits_to_keep: int | torch.Tensor = 0,
+        cache: Cache | None = None,
+        **kwargs,
+    ) -> PldrllmCausalLMOutput | tuple:
+        cfg = self.config
+        return_dict = return_dict if return_dict is not None else cfg.return_dict
+        num_items_in_batch = kwargs.pop("num_items_in_batch", None)
+        weights = cfg.dag_weights
+        use_dag = labels is not None and any(w > 0 for w in weights) and not cfg.has_fixed_G
+        if output_dag_losses is None:
+            output_dag_losses = use_dag
+        outputs = self.decoder(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            position_ids=position_ids,
+            past_key_values=cache if cache is not None else past_key_values,
+            inputs_embeds=inputs_embeds,
+            use_cache=use_cache,
+            output_attentions=output_attentions,
+            output_hidden_states=output_hidden_states,
+            output_pldr_attentions=output_pldr_attentions,
+            cache_first_G=cache_first_G,
+            output_dag_losses=output_dag_losses or use_dag,
+            return_dict=True,
+            **kwargs,
+        )
+        hidden_states = outputs.last_hidden_state
+        slice_indices = slice(-logits_to_keep, None) if isinstance(logits_to_keep, int) else logits_to_keep
+        logits = self.final_layer(hidden_states[:, slice_indices, :])
+
+        loss = lm_loss = None
+        if labels is not None:
+            lm_loss = self.loss_function(
+                logits=logits, labels=labels, vocab_size=cfg.vocab_size, num_items_in_batch=num_items_in_batch
+            )
+            loss = lm_loss
+            if use_dag and outputs.dag_losses is not None:
+                dag_term = sum(w * value for w, value in zip(weights, outputs.dag_losses))
+                if num_items_in_batch is not None:
+                    # token fraction: Trainer sums micro-batch losses (GA) and scales by world size (DDP), so the
+                    # per-batch DAG term must be weighted like the CE's share of the batch (hf_integration §10.2)
+                    local_tokens = (labels[..., 1:] != -100).sum()
+                    dag_term = dag_term * local_tokens.to(dag_term.dtype) / num_items_in_batch
+                loss = lm_loss + dag_term.to(lm_loss.dtype)
+
+        output = PldrllmCausalLMOutput(
+            loss=loss,
+            logits=logits,
+            hidden_states=outputs.hidden_states,
+            attentions=outputs.attentions,
+            pldr_attentions=outputs.pldr_attentions,
+            lm_loss=lm_loss if use_dag else None,
+            dag_losses=outputs.dag_losses if output_dag_losses else None,
+            **{_CACHE_FIELD: outputs[_CACHE_FIELD] if _CACHE_FIELD in outputs else None},
+        )
+        return output if return_dict else output.to_tuple()
+
+
+__all__ = [
+    "PldrllmPreTrainedModel",
+    "PldrllmModel",
+    "PldrllmForCausalLM",
+    "PldrllmCacheLayer",
+    "dag_loss",
+]

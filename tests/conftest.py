@@ -1,0 +1,43 @@
+"""Test environment: offline Hub variables, a throwaway HF_HOME, seeding, and paths to the shared data."""
+import os
+import tempfile
+from pathlib import Path
+
+import pytest
+
+
+# set before transformers / datasets / evaluate are imported by any test module
+os.environ["HF_HUB_OFFLINE"] = "1"
+os.environ["HF_DATASETS_OFFLINE"] = "1"
+os.environ["HF_EVALUATE_OFFLINE"] = "1"
+os.environ["HF_HUB_DISABLE_TELEMETRY"] = "1"
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+os.environ["HF_HOME"] = tempfile.mkdtemp(prefix="plldr_hf_test_home_")
+
+import torch  # noqa: E402
+
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+# CI clones the repo next to a copy of shared/ (../shared from the project root)
+SHARED = REPO_ROOT.parent / "shared"
+
+
+@pytest.fixture(autouse=True)
+def _seed():
+    torch.manual_seed(0)
+    yield
+
+
+@pytest.fixture(scope="session")
+def shared_dir() -> Path:
+    assert SHARED.is_dir(), f"shared data folder not found at {SHARED}"
+    return SHARED
+
+
+def pytest_collection_modifyitems(config, items):
+    if torch.cuda.is_available():
+        return
+    skip_gpu = pytest.mark.skip(reason="needs a CUDA device")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip_gpu)

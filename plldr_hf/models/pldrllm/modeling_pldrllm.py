@@ -39,9 +39,10 @@ Symbol table (paper → meaning → released name):
 This file is copied next to the weights by `save_pretrained` (remote code): it imports only torch, transformers
 (public names) and `configuration_pldrllm`.
 """
+import copy
 import inspect
 import math
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 import torch
 import torch.nn.functional as F
@@ -382,7 +383,7 @@ class PldrllmAttention(nn.Module):
                 if cache_layer is not None:
                     cache_layer.pldr_state = tuple(t[:1] for t in state) if cache_first_G else state
         g_lm = state[3]
-        query = torch.matmul(query.float(), g_lm).to(value.dtype)  # q' = q_rot·G, (B, H, S, d)
+        query = torch.matmul(query.float(), g_lm.float()).to(value.dtype)  # q' = q_rot·G, (B, H, S, d)
 
         if past_key_values is not None:
             key, value = past_key_values.update(key, value, self.layer_idx)
@@ -639,6 +640,81 @@ class PldrllmModel(PldrllmPreTrainedModel):
         return a, a_lm, a_p, g_lm
 
 
+DEDUCTIVE_TENSORS = ("A", "A_LM", "A_P", "G_LM")
+
+
+def order_parameter_soc(samples: torch.Tensor, reference: torch.Tensor) -> float:
+    """SOC-paper order parameter RMSE(x − x_ref) / |mean(x_ref)|, pooled over every value given (float64).
+
+    0 for an input-invariant tensor; published values run from 0 (SOC-110M-5) to ~10² (sub-critical models).
+    """
+    rmse = (samples.double() - reference.double()).pow(2).mean().sqrt()
+    if rmse == 0:
+        return 0.0
+    return (rmse / reference.double().mean().abs()).item()
+
+
+def order_parameter_rms(x1: torch.Tensor, x2: torch.Tensor) -> float:
+    """Audit order parameter RMS(x1 − x2) / ½(RMS(x1) + RMS(x2)) (float64); bounded by 2, not comparable with
+    the SOC definition."""
+    diff = (x1.double() - x2.double()).pow(2).mean().sqrt()
+    if diff == 0:
+        return 0.0
+    scale = 0.5 * (x1.double().pow(2).mean().sqrt() + x2.double().pow(2).mean().sqrt())
+    return (diff / scale).item()
+
+
+@dataclass
+class PldrllmCollapseReport:
+    """What `collapse()` measured on its calibration inputs (each input run alone, unpadded, no cache).
+
+    `order_parameter[name]`: SOC definition, each input's tensor vs the first input's (the frozen value), pooled
+    over the model.
+    `order_parameter_rms[name]`: audit definition, max over input pairs and layers. `per_layer*`: the same per
+    layer. `max_abs_logit_diff` / `argmax_agreement`: collapsed vs uncollapsed logits on the calibration inputs
+    (None when the model was not collapsed).
+    """
+
+    num_calibration: int
+    tolerance: float
+    forced: bool
+    order_parameter: dict
+    order_parameter_rms: dict
+    per_layer: dict
+    per_layer_rms: dict
+    max_abs_logit_diff: float | None = None
+    argmax_agreement: float | None = None
+
+    @property
+    def invariant(self) -> bool:
+        """True when G_LM varies less than the tolerance (SOC definition)."""
+        return self.order_parameter["G_LM"] <= self.tolerance
+
+    def to_dict(self) -> dict:
+        return {**asdict(self), "invariant": self.invariant}
+
+    def __str__(self) -> str:
+        lines = [
+            f"collapse report: {self.num_calibration} calibration inputs, tolerance {self.tolerance:g} on G_LM "
+            f"(SOC order parameter), invariant: {self.invariant}" + (" (forced)" if self.forced else ""),
+            "",
+            "| tensor | order parameter RMSE/|mean| | symmetric RMS (max) | per layer (RMSE/|mean|) |",
+            "|---|---|---|---|",
+        ]
+        for name in DEDUCTIVE_TENSORS:
+            per_layer = ", ".join(f"{v:.3g}" for v in self.per_layer[name])
+            lines.append(
+                f"| {name} | {self.order_parameter[name]:.3e} | {self.order_parameter_rms[name]:.3e} | {per_layer} |"
+            )
+        if self.max_abs_logit_diff is not None:
+            lines += [
+                "",
+                f"collapsed vs uncollapsed logits: max |Δlogit| {self.max_abs_logit_diff:.3e}, "
+                f"argmax agreement {100 * self.argmax_agreement:.2f}%",
+            ]
+        return "\n".join(lines)
+
+
 class PldrllmForCausalLM(PldrllmPreTrainedModel, GenerationMixin):
     """PLDR-LLM with its untied LM head `final_layer` (with bias).
 
@@ -746,10 +822,159 @@ class PldrllmForCausalLM(PldrllmPreTrainedModel, GenerationMixin):
         return output if return_dict else output.to_tuple()
 
 
+    @torch.no_grad()
+    def collapse(
+        self,
+        calibration=None,
+        tolerance: float = 1e-3,
+        force: bool = False,
+        tokenizer=None,
+    ) -> PldrllmCollapseReport:
+        """Freeze one constant G per layer and head after measuring that G is input-invariant (spec §9.5).
+
+        Runs the model on calibration inputs (None: a built-in set of seeded random sequences plus the empty prompt
+        `[eos]` of the v510Gi recipe; a 2D id tensor or lists of ids, one sequence per row; or texts with
+        `tokenizer`), measures how much A, A_LM, A_P and G_LM vary across them, and refuses with the numbers when
+        G_LM's SOC order parameter exceeds `tolerance`, unless `force=True`. Then A, A_LM, G_LM of the first input
+        (the reference of the measurement) go into the persistent buffer `decoder.past_G_values`, `config.collapsed` is set, and attention runs as SDPA with
+        q' = q_rot·G: no Gram matrix, metric learner or power-law step. Merge LoRA adapters first.
+        """
+        cfg = self.config
+        if cfg.custom_G_type is not None:
+            raise ValueError(f"collapse(): this model already has a fixed G (custom_G_type={cfg.custom_G_type!r})")
+        if cfg.collapsed:
+            raise ValueError("collapse(): the model is already collapsed; call uncollapse() first")
+        if any(hasattr(module, "base_layer") for module in self.modules()):
+            raise ValueError("collapse(): the model carries PEFT adapters; call merge_and_unload() before collapse()")
+        sequences = self._calibration_sequences(calibration, tokenizer)
+        was_training = self.training
+        self.eval()
+        try:
+            per_input, reference_logits = [], []
+            for ids in sequences:
+                out = self(ids, use_cache=False, output_pldr_attentions=True)
+                # (L, H, d, d) per tensor type for this input
+                per_input.append([torch.stack([layer[i][0] for layer in out.pldr_attentions]) for i in range(4)])
+                reference_logits.append(out.logits)
+            report = self._measure_invariance(per_input, tolerance, force)
+            if not report.invariant and not force:
+                raise ValueError(
+                    f"collapse() refused: G_LM is not input-invariant on {len(sequences)} calibration inputs. "
+                    f"SOC order parameter (RMSE/|mean|): "
+                    + ", ".join(f"{k} {v:.3e}" for k, v in report.order_parameter.items())
+                    + f"; symmetric RMS: "
+                    + ", ".join(f"{k} {v:.3e}" for k, v in report.order_parameter_rms.items())
+                    + f". Tolerance on G_LM: {tolerance:g}. Pass force=True to collapse anyway (an approximation)."
+                )
+            frozen = [per_input[0][i] for i in (0, 1, 3)]
+            decoder = self.decoder
+            decoder._register_fixed_g_buffers()
+            # (L, 3, 1, H, d, d): slots A, A_LM, G_LM of the released fixed-G format
+            decoder.past_G_values.copy_(torch.stack(frozen, dim=1).unsqueeze(2).to(decoder.past_G_values.dtype))
+            decoder.past_G_values_status.fill_(True)
+            cfg.collapsed = True
+            max_diff, agree, total = 0.0, 0, 0
+            for ids, ref in zip(sequences, reference_logits):
+                logits = self(ids, use_cache=False).logits
+                max_diff = max(max_diff, (logits.float() - ref.float()).abs().max().item())
+                agree += (logits.argmax(-1) == ref.argmax(-1)).sum().item()
+                total += ids.numel()
+            report.max_abs_logit_diff, report.argmax_agreement = max_diff, agree / total
+        finally:
+            self.train(was_training)
+        return report
+
+    def uncollapse(self) -> "PldrllmForCausalLM":
+        """Drop the frozen G and run the metric learner again (the learned weights were never changed)."""
+        if not self.config.collapsed:
+            raise ValueError("uncollapse(): the model is not collapsed")
+        del self.decoder.past_G_values
+        del self.decoder.past_G_values_status
+        self.config.collapsed = False
+        return self
+
+    def to_fixed_g(self) -> "PldrllmForCausalLM":
+        """A collapsed model in the released fixed-G format (`custom_G_type="external"`, G in `past_G_values`),
+        without the metric learner and PLGA tensors: smaller, and loadable by the existing PLDR-LLM tooling.
+        One way: keep the uncollapsed checkpoint for further training."""
+        if not self.config.collapsed:
+            raise ValueError("to_fixed_g(): collapse() the model first")
+        config = copy.deepcopy(self.config)
+        config.collapsed = False
+        config.custom_G_type = "external"
+        with torch.device("meta"):
+            fixed = type(self)(config)
+        state = self.state_dict()
+        fixed.load_state_dict({k: state[k] for k in fixed.state_dict()}, strict=True, assign=True)
+        fixed.generation_config = copy.deepcopy(self.generation_config)
+        return fixed.train(self.training)
+
+    def _calibration_sequences(self, calibration, tokenizer) -> list[torch.Tensor]:
+        cfg = self.config
+        device = self.decoder.embedding.weight.device
+        if calibration is None:
+            generator = torch.Generator().manual_seed(0)
+            low = min(6, cfg.vocab_size - 1)
+            lengths = [n for n in (8, 16, 24, 32, 48, 64, 96) if n <= cfg.max_position_embeddings]
+            sequences = [[cfg.eos_token_id if cfg.eos_token_id is not None else low]]
+            sequences += [torch.randint(low, cfg.vocab_size, (n,), generator=generator).tolist() for n in lengths]
+        elif isinstance(calibration, str) or (
+            isinstance(calibration, (list, tuple)) and calibration and isinstance(calibration[0], str)
+        ):
+            if tokenizer is None:
+                raise ValueError("collapse(): calibration texts need a `tokenizer`")
+            texts = [calibration] if isinstance(calibration, str) else list(calibration)
+            sequences = [tokenizer(text, add_special_tokens=False)["input_ids"] for text in texts]
+        elif isinstance(calibration, torch.Tensor):
+            if calibration.dim() != 2:
+                raise ValueError(f"collapse(): calibration ids must be 2D (N, S), got shape {tuple(calibration.shape)}")
+            sequences = calibration.tolist()
+        else:
+            sequences = [list(ids) for ids in calibration]
+        sequences = [seq for seq in sequences if len(seq) > 0]
+        if len(sequences) < 2:
+            raise ValueError(f"collapse(): need at least 2 non-empty calibration inputs, got {len(sequences)}")
+        too_long = [len(seq) for seq in sequences if len(seq) > cfg.max_position_embeddings]
+        if too_long:
+            raise ValueError(
+                f"collapse(): calibration inputs of length {too_long} exceed max_position_embeddings="
+                f"{cfg.max_position_embeddings}"
+            )
+        return [torch.tensor([seq], dtype=torch.long, device=device) for seq in sequences]
+
+    @staticmethod
+    def _measure_invariance(per_input: list, tolerance: float, force: bool) -> PldrllmCollapseReport:
+        order, order_rms, per_layer, per_layer_rms = {}, {}, {}, {}
+        for i, name in enumerate(DEDUCTIVE_TENSORS):
+            samples = torch.stack([sample[i] for sample in per_input])  # (N, L, H, d, d)
+            # the first input is the reference and the value frozen (the empty prompt [eos] by default, as in the
+            # v510Gi recipe), so an invariant model collapses bit-exactly
+            reference = samples[:1]
+            num_layers = samples.shape[1]
+            order[name] = order_parameter_soc(samples, reference)
+            per_layer[name] = [order_parameter_soc(samples[:, l], reference[:, l]) for l in range(num_layers)]
+            pairs = [(a, b) for a in range(len(per_input)) for b in range(a + 1, len(per_input))]
+            per_layer_rms[name] = [
+                max(order_parameter_rms(samples[a, l], samples[b, l]) for a, b in pairs) for l in range(num_layers)
+            ]
+            order_rms[name] = max(per_layer_rms[name])
+        return PldrllmCollapseReport(
+            num_calibration=len(per_input),
+            tolerance=tolerance,
+            forced=force,
+            order_parameter=order,
+            order_parameter_rms=order_rms,
+            per_layer=per_layer,
+            per_layer_rms=per_layer_rms,
+        )
+
 __all__ = [
     "PldrllmPreTrainedModel",
     "PldrllmModel",
     "PldrllmForCausalLM",
     "PldrllmCacheLayer",
+    "PldrllmCollapseReport",
     "dag_loss",
+    "order_parameter_soc",
+    "order_parameter_rms",
 ]

@@ -2,6 +2,7 @@
 
 Importing the package registers model types `pldrllm` and `agf` with the Auto classes.
 """
+
 from plldr_hf.models import *  # noqa: F401,F403  (registers the Auto classes)
 from plldr_hf.models import __all__ as _model_names
 

@@ -3,6 +3,7 @@
 Each module in `plldr_hf.commands` defines `register(subparsers)`, which adds its subcommand(s) and sets
 `func` on the parser defaults; this file only discovers them, so adding a command never touches this file.
 """
+
 import argparse
 import importlib
 import pkgutil

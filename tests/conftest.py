@@ -1,4 +1,5 @@
 """Test environment: offline Hub variables, a throwaway HF_HOME, seeding, and paths to the shared data."""
+
 import os
 import tempfile
 from pathlib import Path

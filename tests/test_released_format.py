@@ -3,6 +3,7 @@
 The fixture (`shared/fixtures/pldrllm_reference/tiny_v51`) holds a random-weight checkpoint in the released Hub
 format with outputs computed by the author's remote code (transformers 4.56.1, float32, CPU, eager); see its README.
 """
+
 import json
 
 import pytest
@@ -115,7 +116,9 @@ def test_reference_left_padded_batch_eager(reference_model, expected):
     ids, mask = expected["padded.input_ids"], expected["padded.attention_mask"]
     with torch.no_grad():
         plain = reference_model(ids, attention_mask=mask, use_cache=False, output_pldr_attentions=True)
-        with_pos = reference_model(ids, attention_mask=mask, position_ids=expected["padded.position_ids"], use_cache=False)
+        with_pos = reference_model(
+            ids, attention_mask=mask, position_ids=expected["padded.position_ids"], use_cache=False
+        )
     assert_close("padded.logits", expected["padded.logits"], plain.logits)
     assert_close("padded.logits_with_position_ids", expected["padded.logits_with_position_ids"], with_pos.logits)
     for i in range(2):

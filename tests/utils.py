@@ -1,4 +1,5 @@
 """Shared assertion helpers and runner functions for the model tests."""
+
 import torch
 
 
@@ -7,5 +8,7 @@ def assert_close(name: str, ref: torch.Tensor, out: torch.Tensor, atol: float = 
     ref, out = ref.detach(), out.detach()
     assert ref.shape == out.shape, f"{name}: shape {tuple(out.shape)} != expected {tuple(ref.shape)}"
     diff = (ref.double() - out.double()).abs()
-    msg = f"{name}: max |diff| {diff.max().item():.3e}, mean |diff| {diff.mean().item():.3e} (atol {atol}, rtol {rtol})"
+    msg = (
+        f"{name}: max |diff| {diff.max().item():.3e}, mean |diff| {diff.mean().item():.3e} (atol {atol}, rtol {rtol})"
+    )
     torch.testing.assert_close(out.to(ref.dtype), ref, atol=atol, rtol=rtol, msg=msg)

@@ -1,4 +1,5 @@
 """The two model families; importing this package registers them with the transformers Auto classes."""
+
 from plldr_hf.models.agf import *  # noqa: F401,F403
 from plldr_hf.models.agf import __all__ as _agf_names
 from plldr_hf.models.pldrllm import *  # noqa: F401,F403

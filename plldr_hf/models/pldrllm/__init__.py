@@ -1,4 +1,5 @@
 """PLDR-LLM family (model_type `pldrllm`): registration with the Auto classes and for Hub remote code."""
+
 from transformers import AutoConfig, AutoModel, AutoModelForCausalLM
 
 from plldr_hf.models.pldrllm.configuration_pldrllm import PldrllmConfig

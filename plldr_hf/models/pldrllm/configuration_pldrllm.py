@@ -6,6 +6,7 @@ fields (`dag_*`, `collapsed`) default to the released behaviour.
 
 This file is copied next to the weights by `save_pretrained` (remote code): it imports only transformers.
 """
+
 from transformers import PreTrainedConfig
 
 
@@ -205,17 +206,25 @@ class PldrllmConfig(PreTrainedConfig):
                 f"({self.num_attention_heads}) * `head_dim` ({self.head_dim})"
             )
         if self.custom_G_type not in CUSTOM_G_TYPES:
-            raise ValueError(f"PldrllmConfig: `custom_G_type` must be one of {CUSTOM_G_TYPES}, got {self.custom_G_type!r}")
+            raise ValueError(
+                f"PldrllmConfig: `custom_G_type` must be one of {CUSTOM_G_TYPES}, got {self.custom_G_type!r}"
+            )
         if self.hidden_act != "silu":
-            raise ValueError(f"PldrllmConfig: `hidden_act` must be 'silu' (the only released activation), got {self.hidden_act!r}")
+            raise ValueError(
+                f"PldrllmConfig: `hidden_act` must be 'silu' (the only released activation), got {self.hidden_act!r}"
+            )
         if self.rope_scaling is not None:
-            raise ValueError(f"PldrllmConfig: `rope_scaling` is not supported (released models use null), got {self.rope_scaling!r}")
+            raise ValueError(
+                f"PldrllmConfig: `rope_scaling` is not supported (released models use null), got {self.rope_scaling!r}"
+            )
         if not self.rope_theta > 0:
             raise ValueError(f"PldrllmConfig: `rope_theta` must be positive, got {self.rope_theta!r}")
         if not 0.0 <= self.attention_dropout < 1.0:
             raise ValueError(f"PldrllmConfig: `attention_dropout` must be in [0, 1), got {self.attention_dropout!r}")
         if self.dag_loss_form not in DAG_LOSS_FORMS:
-            raise ValueError(f"PldrllmConfig: `dag_loss_form` must be one of {DAG_LOSS_FORMS}, got {self.dag_loss_form!r}")
+            raise ValueError(
+                f"PldrllmConfig: `dag_loss_form` must be one of {DAG_LOSS_FORMS}, got {self.dag_loss_form!r}"
+            )
         for name in ("dag_weight_a_lm", "dag_weight_a_p", "dag_weight_g_lm"):
             value = getattr(self, name)
             if not isinstance(value, (int, float)) or value < 0:

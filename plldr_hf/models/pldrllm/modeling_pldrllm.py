@@ -22,19 +22,19 @@ Notable features (what differs from a standard decoder):
 
 Symbol table (paper → meaning → released name):
 
-| symbol   | meaning                                              | shape        | released name                         |
-|----------|------------------------------------------------------|--------------|---------------------------------------|
-| Wq,Wk,Wv | query/key/value projections                          | [D, D] + [D] | `mha1.wq`, `mha1.wk`, `mha1.wv`       |
-| Wo       | output projection                                    | [D, D] + [D] | `mha1.dense`                          |
-| γ, β     | LayerNorm over the rows of the Gram matrix A0        | [d]          | `mha1.layernorm1`                     |
-| GLU, LN  | residual metric-learner units (R units × n GLUs)      | d→a→d        | `mha1.reslayerAs.r.denseAs.k.gluw*`   |
-| W, b     | A_LM = iSwiGLU(W·A + b) + ε                          | [H, d, d]    | `plgatt_layer.Wlst`, `.blst`          |
-| P        | power-law exponents, A_P = A_LM^∘P                   | [H, d, d]    | `plgatt_layer.pwlst`                  |
-| a, b_a   | G_LM = a·A_P + b_a                                   | [H, d, d]    | `plgatt_layer.alst`, `.balst`         |
-| A        | metric tensor (metric-learner output)                | [B, H, d, d] | `pldr_attentions[l][0]`               |
-| A_LM     | positive operator                                    | [B, H, d, d] | `pldr_attentions[l][1]`               |
-| A_P      | power-law operator                                   | [B, H, d, d] | `pldr_attentions[l][2]`               |
-| G_LM     | learned bilinear form of the scores                  | [B, H, d, d] | `pldr_attentions[l][3]`               |
+| symbol   | meaning                                          | shape        | released name                       |
+|----------|--------------------------------------------------|--------------|-------------------------------------|
+| Wq,Wk,Wv | query/key/value projections                      | [D, D] + [D] | `mha1.wq`, `mha1.wk`, `mha1.wv`     |
+| Wo       | output projection                                | [D, D] + [D] | `mha1.dense`                        |
+| γ, β     | LayerNorm over the rows of the Gram matrix A0    | [d]          | `mha1.layernorm1`                   |
+| GLU, LN  | residual metric-learner units (R units × n GLUs) | d→a→d        | `mha1.reslayerAs.r.denseAs.k.gluw*` |
+| W, b     | A_LM = iSwiGLU(W·A + b) + ε                      | [H, d, d]    | `plgatt_layer.Wlst`, `.blst`        |
+| P        | power-law exponents, A_P = A_LM^∘P               | [H, d, d]    | `plgatt_layer.pwlst`                |
+| a, b_a   | G_LM = a·A_P + b_a                               | [H, d, d]    | `plgatt_layer.alst`, `.balst`       |
+| A        | metric tensor (metric-learner output)            | [B, H, d, d] | `pldr_attentions[l][0]`             |
+| A_LM     | positive operator                                | [B, H, d, d] | `pldr_attentions[l][1]`             |
+| A_P      | power-law operator                               | [B, H, d, d] | `pldr_attentions[l][2]`             |
+| G_LM     | learned bilinear form of the scores              | [B, H, d, d] | `pldr_attentions[l][3]`             |
 
 This file is copied next to the weights by `save_pretrained` (remote code): it imports only torch, transformers
 (public names) and `configuration_pldrllm`.

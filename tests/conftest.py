@@ -18,6 +18,11 @@ os.environ["HF_HOME"] = tempfile.mkdtemp(prefix="plldr_hf_test_home_")
 import torch  # noqa: E402
 
 
+# tiny-model tests are dominated by per-op overhead: one thread is faster than two, and far faster when the two
+# cores are shared with other work
+torch.set_num_threads(1)
+
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 # CI clones the repo next to a copy of shared/ (../shared from the project root)
 SHARED = REPO_ROOT.parent / "shared"

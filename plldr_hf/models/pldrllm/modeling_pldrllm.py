@@ -752,7 +752,7 @@ class PldrllmCollapseReport:
             f"collapse report: {self.num_calibration} calibration inputs, tolerance {self.tolerance:g} on G_LM "
             f"(SOC order parameter), invariant: {self.invariant}" + (" (forced)" if self.forced else ""),
             "",
-            "| tensor | order parameter RMSE/|mean| | symmetric RMS (max) | per layer (RMSE/|mean|) |",
+            "| tensor | order parameter RMSE / abs(mean) | symmetric RMS (max) | per layer (RMSE / abs(mean)) |",
             "|---|---|---|---|",
         ]
         for name in DEDUCTIVE_TENSORS:

@@ -1,0 +1,1 @@
+"""Benchmark scripts (run as `python benchmarks/<name>.py`); a package so tests can import them."""

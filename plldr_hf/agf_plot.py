@@ -1,0 +1,83 @@
+"""Plots of the learned AGF coefficient curves c_h(δ) of a translation model (model_type `agf`).
+
+One panel per AGF module (a layer's encoder self-, decoder self- or cross-attention, or one per stack when the
+parameters are shared), one line per head, over the signed distance δ = query position − key position. The curves
+are LC1·LC2 from `AgfPreTrainedModel.coefficient_curves`; LC3 is a per-feature weight without a distance and is not
+drawn. Used by `plldr-hf plot-agf`.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import torch
+
+
+def _panel_title(name: str) -> str:
+    # "model.decoder.layers.1.encoder_attn.value_coefficient" -> "decoder 1 cross-attention (PCM-V)"
+    parts = name.removeprefix("model.").split(".")
+    stack = parts[0]
+    layer = parts[2] if len(parts) > 2 and parts[1] == "layers" else "all layers"
+    if "encoder_attn" in parts or parts[-1].startswith("cross_"):
+        kind = "cross-attention"
+    else:
+        kind = "self-attention"
+    suffix = " (PCM-V)" if parts[-1].endswith("value_coefficient") else ""
+    return f"{stack} {layer} {kind}{suffix}"
+
+
+def plot_coefficient_curves(model, output_path: str | Path, max_distance: int = 64, dpi: int = 100) -> Path:
+    """Draw `model.coefficient_curves(max_distance)` into a PNG at `output_path`; returns the path.
+
+    Raises:
+        ValueError: the model has no AGF coefficient (`position_encoding` other than `"agf"`, or LC1 and LC2 off).
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    curves = model.coefficient_curves(max_distance)
+    if not curves:
+        position_encoding = getattr(model.config, "position_encoding", None)
+        raise ValueError(
+            f"no AGF coefficient to plot: position_encoding={position_encoding!r} (needs 'agf' with LC1 or LC2 on)"
+        )
+    columns = min(3, len(curves))
+    rows = math.ceil(len(curves) / columns)
+    figure, axes = plt.subplots(rows, columns, figsize=(4.2 * columns, 3.2 * rows), squeeze=False)
+    for axis, (name, (distances, values)) in zip(axes.flat, curves.items()):
+        for head, curve in enumerate(values.to(torch.float64)):
+            axis.plot(distances.numpy(), curve.numpy(), label=f"head {head}", linewidth=1.2)
+        axis.set_title(_panel_title(name), fontsize=9)
+        axis.set_xlabel("δ = query − key position", fontsize=8)
+        axis.set_ylabel("c_h(δ)", fontsize=8)
+        axis.set_yscale("log")
+        axis.grid(True, alpha=0.3)
+    for axis in list(axes.flat)[len(curves) :]:
+        axis.axis("off")
+    handles, labels = axes.flat[0].get_legend_handles_labels()
+    figure.legend(handles, labels, loc="upper right", fontsize=7)
+    figure.suptitle("AGF coefficient c_h(δ) = Base·(1 + |δ|/r)^(−k)·A(δ)", fontsize=10)
+    figure.tight_layout(rect=(0, 0, 0.93, 0.96))
+    output_path = Path(output_path)
+    output_path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(output_path, dpi=dpi)
+    plt.close(figure)
+    return output_path
+
+
+def plot_agf(model_dir: str | Path, output_path: str | Path | None = None, max_distance: int = 64) -> Path:
+    """Load a saved AGF model from `model_dir` and write its coefficient plot (default `MODEL_DIR/agf_coefficients.png`)."""
+    from transformers import AutoConfig, AutoModelForSeq2SeqLM
+
+    import plldr_hf  # noqa: F401  (registers model_type agf)
+
+    model_dir = Path(model_dir)
+    config = AutoConfig.from_pretrained(model_dir)
+    if config.model_type != "agf":
+        raise ValueError(f"{model_dir} holds a {config.model_type!r} model; plot-agf needs model_type 'agf'")
+    model = AutoModelForSeq2SeqLM.from_pretrained(model_dir)
+    output_path = Path(output_path) if output_path is not None else model_dir / "agf_coefficients.png"
+    return plot_coefficient_curves(model, output_path, max_distance=max_distance)

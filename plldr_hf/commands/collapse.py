@@ -1,0 +1,73 @@
+"""`plldr-hf collapse MODEL_DIR OUT_DIR`: freeze a PLDR-LLM's G (`PldrllmForCausalLM.collapse()`) and save it."""
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "collapse",
+        help="freeze G of an input-invariant PLDR-LLM and save the collapsed model",
+        description=(
+            "Measure whether G_LM is input-invariant on calibration inputs (SOC order parameter, spec pldr_llm.md "
+            "§10.1), refuse with the numbers when it is not (unless --force), then freeze one G per layer and head "
+            "and save the collapsed model: attention runs as SDPA with q' = q_rot·G, without the metric learner. "
+            "With --drop-metric-learner the model is saved in the released fixed-G format "
+            "(custom_G_type='external'), which is smaller but cannot be uncollapsed or trained further."
+        ),
+    )
+    parser.add_argument("model_dir", metavar="MODEL_DIR", help="saved PLDR-LLM folder (config.json + weights)")
+    parser.add_argument("output_dir", metavar="OUT_DIR", help="where the collapsed model is saved")
+    parser.add_argument(
+        "--tolerance",
+        type=float,
+        default=1e-3,
+        help="largest accepted SOC order parameter of G_LM across inputs (default: %(default)s)",
+    )
+    parser.add_argument("--force", action="store_true", help="collapse even when G is not input-invariant")
+    parser.add_argument(
+        "--drop-metric-learner",
+        action="store_true",
+        help="save in the released fixed-G format (custom_G_type='external'), without metric learner/PLGA tensors",
+    )
+    parser.add_argument(
+        "--texts", metavar="FILE", help="calibration prompts, one per line (default: [eos] plus random sequences)"
+    )
+    parser.add_argument("--tokenizer", metavar="PATH", help="tokenizer folder for --texts (default: MODEL_DIR)")
+    parser.set_defaults(func=run)
+
+
+def run(args) -> int:
+    import json
+    import sys
+    from pathlib import Path
+
+    from plldr_hf.diagnostics import load_pldrllm, load_tokenizer, read_texts
+
+    output_dir = Path(args.output_dir)
+    if output_dir.resolve() == Path(args.model_dir).resolve():
+        print("plldr-hf collapse: error: OUT_DIR must differ from MODEL_DIR", file=sys.stderr)
+        return 2
+    try:
+        # keep the checkpoint's dtype: the PLGA maths runs in float32 whatever the weights are
+        model = load_pldrllm(args.model_dir, dtype="auto")
+        calibration = tokenizer = None
+        if args.texts:
+            calibration = read_texts(args.texts)
+            tokenizer = load_tokenizer(args.tokenizer or args.model_dir)
+        report = model.collapse(calibration, tolerance=args.tolerance, force=args.force, tokenizer=tokenizer)
+    except (FileNotFoundError, ValueError) as error:
+        print(f"plldr-hf collapse: error: {error}", file=sys.stderr)
+        return 1 if str(error).startswith("collapse() refused") else 2
+    print(report)
+    if args.drop_metric_learner:
+        model = model.to_fixed_g()
+    model.save_pretrained(output_dir)
+    if tokenizer is None:
+        try:
+            tokenizer = load_tokenizer(args.tokenizer or args.model_dir)
+        except ValueError:
+            tokenizer = None
+    if tokenizer is not None:
+        tokenizer.save_pretrained(output_dir)
+    (output_dir / "collapse_report.json").write_text(json.dumps(report.to_dict(), indent=2) + "\n")
+    form = "fixed-G (custom_G_type='external')" if args.drop_metric_learner else "collapsed"
+    print(f"\nsaved the {form} model to {output_dir}")
+    return 0

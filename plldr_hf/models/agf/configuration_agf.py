@@ -1,0 +1,307 @@
+"""Configuration of the AGF / PCM-V translation Transformer (model_type `agf`).
+
+Self-contained for `trust_remote_code`: imports only the standard library and transformers.
+Maths and the source of every default: `shared/spec/agf.md` (§3.8 configuration surface, §4 proposed defaults).
+"""
+
+import warnings
+
+from transformers import PreTrainedConfig
+
+
+POSITION_ENCODINGS = ("agf", "sinusoidal", "rope", "alibi", "kerple_power", "kerple_log", "t5", "none")
+AGF_INITS = ("spread", "flat")
+AGF_CROSS_ATTENTION = ("none", "relative")
+PCMV_COEFFICIENTS = ("shared", "separate")
+
+
+class AgfConfig(PreTrainedConfig):
+    r"""
+    Configuration of an encoder–decoder translation Transformer whose attention takes its position information from
+    one switch, `position_encoding`: the AGF multiplicative power-law coefficient ("Attention's Gravitational Field",
+    arXiv:2603.04805) or one of the baselines it is compared with. Module and field names follow Marian/BART.
+
+    Defaults: 3 encoder + 3 decoder layers is the paper's setting [S]; everything else is the spec's proposed
+    Transformer-base recipe at depth 3 (agf.md §3.8, §4) — no paper values are known for it.
+
+    Args:
+        vocab_size (`int`, *optional*):
+            Size of the shared source/target vocabulary. Default: 32000.
+        d_model (`int`, *optional*):
+            Width of the residual stream (alias `hidden_size`). Default: 512.
+        encoder_layers (`int`, *optional*):
+            Number of encoder layers (alias `num_hidden_layers`). Default: 3.
+        decoder_layers (`int`, *optional*):
+            Number of decoder layers. Default: 3.
+        encoder_attention_heads (`int`, *optional*):
+            Heads per encoder attention (alias `num_attention_heads`). Default: 8.
+        decoder_attention_heads (`int`, *optional*):
+            Heads per decoder self- and cross-attention. Default: 8.
+        encoder_ffn_dim (`int`, *optional*):
+            Hidden width of the encoder feed-forward blocks. Default: 2048.
+        decoder_ffn_dim (`int`, *optional*):
+            Hidden width of the decoder feed-forward blocks. Default: 2048.
+        activation_function (`str`, *optional*):
+            Feed-forward activation (a key of `transformers.activations.ACT2FN`). Default: `"relu"`.
+        dropout (`float`, *optional*):
+            Dropout on embeddings and residual branches. Default: 0.1.
+        attention_dropout (`float`, *optional*):
+            Dropout on the attention probabilities (eager path only; the flex path refuses it in training).
+            Default: 0.0.
+        activation_dropout (`float`, *optional*):
+            Dropout after the feed-forward activation. Default: 0.0.
+        init_std (`float`, *optional*):
+            Standard deviation of the normal init of linear and embedding weights. Default: 0.02.
+        scale_embedding (`bool`, *optional*):
+            Multiply token embeddings by sqrt(d_model) (Transformer-base; agf.md §5.5). Default: True.
+        max_position_embeddings (`int`, *optional*):
+            Longest sequence the model is meant for, for tooling that truncates inputs. None of the position
+            encodings has a table of this size: sinusoidal, RoPE and all relative encodings are computed from the
+            positions on the fly. Default: 1024.
+        label_smoothing (`float`, *optional*):
+            Label smoothing of the cross-entropy computed by `AgfForConditionalGeneration.forward`. The spec's recipe
+            uses 0.1 (agf.md §4); the default keeps the loss plain cross-entropy. Default: 0.0.
+        position_encoding (`str`, *optional*):
+            Where attention gets position information from (agf.md §3, §5): `"agf"` (multiplicative coefficient on
+            the scaled logits, no absolute embeddings), `"sinusoidal"` (vanilla: absolute PE added to the
+            embeddings), `"rope"`, `"alibi"`, `"kerple_power"`, `"kerple_log"`, `"t5"` (relative bias buckets, one
+            table per stack) or `"none"` (NoPE). Default: `"agf"`.
+        rope_theta (`float`, *optional*):
+            RoPE base θ; pair i of a head rotates by position·θ^(−2i/d_head). Default: 10000.0.
+        relative_attention_num_buckets (`int`, *optional*):
+            T5 bias buckets per stack. Default: 32.
+        relative_attention_max_distance (`int`, *optional*):
+            T5 distance beyond which all relative positions share a bucket. Default: 128.
+        agf_power_law (`bool`, *optional*):
+            LC1: per-head power law Base·(1 + |δ|/r)^(−k) with learnable radius r and exponent k. Default: True.
+        agf_directional (`bool`, *optional*):
+            Separate (r, k, Base) for the past/self side (δ ≥ 0) and the future side (δ < 0), and a signed LC2
+            table; without it the bidirectional encoder is invariant to reversing the sentence. Default: True.
+        agf_learn_base (`bool`, *optional*):
+            Learn Base = softplus(β) per head and side; otherwise Base is fixed at 1. Default: False.
+        agf_min_radius (`float`, *optional*):
+            ε_r in r = softplus(ρ) + ε_r, keeping r away from 0 where ∂c/∂r blows up. Default: 0.05.
+        agf_init (`str`, *optional*):
+            `"spread"`: r log-spaced in [1, 64] and k log-spaced in [0.25, 2] across heads (ALiBi-like);
+            `"flat"`: k = 0, so c ≡ 1 at init (agf.md §3.5). Default: `"spread"`.
+        agf_amplitude_max_distance (`int`, *optional*):
+            LC2: a learnable positive amplitude A_h(δ) for each relative distance, δ clipped to ±this value; 0
+            disables LC2. Default: 0.
+        agf_feature_weights (`bool`, *optional*):
+            LC3: a learnable positive weight per head and feature, applied separably — it scales the query before
+            the logit and, with PCM-V, the head output (agf.md §3.4). Default: False.
+        agf_share_across_layers (`bool`, *optional*):
+            One set of AGF parameters per stack (encoder self-attention, decoder self-attention, decoder
+            cross-attention) instead of one per layer. Default: False.
+        agf_cross_attention (`str`, *optional*):
+            `"none"`: cross-attention gets no coefficient; `"relative"`: it gets its own AGF coefficient of
+            δ = (target position − source position) (agf.md §3.6, an ablation). Default: `"none"`.
+        pcmv (`bool`, *optional*):
+            PCM-V: weight the values by the coefficient after the softmax, o_m = Σ_n a_mn·c_mn·v_n, without
+            renormalising (agf.md §3.7). Needs `position_encoding="agf"`. Default: False.
+        pcmv_coefficient (`str`, *optional*):
+            `"shared"`: PCM-V reuses the logit coefficient; `"separate"`: PCM-V has its own LC1/LC2 parameters.
+            Default: `"shared"`.
+        pad_token_id (`int`, *optional*):
+            Padding token. Default: 0.
+        bos_token_id (`int`, *optional*):
+            Beginning-of-sequence token. Default: 1.
+        eos_token_id (`int`, *optional*):
+            End-of-sequence token. Default: 2.
+        decoder_start_token_id (`int`, *optional*):
+            First decoder input; `labels` are shifted right behind it. Default: 1.
+        tie_word_embeddings (`bool`, *optional*):
+            Tie the encoder embedding, the decoder embedding and the LM head to `model.shared`. transformers 5
+            applies every tie through this flag, so False unties all three. Default: True.
+        use_cache (`bool`, *optional*):
+            Return the decoder key/value cache. Default: True.
+        is_encoder_decoder (`bool`, *optional*):
+            Always True for this model. Default: True.
+
+    Example:
+
+    ```python
+    >>> from plldr_hf import AgfConfig, AgfForConditionalGeneration
+    >>> config = AgfConfig(vocab_size=99, d_model=32, encoder_ffn_dim=37, decoder_ffn_dim=37, encoder_layers=2,
+    ...                    decoder_layers=2, encoder_attention_heads=4, decoder_attention_heads=4, pcmv=True)
+    >>> model = AgfForConditionalGeneration(config)
+
+    ```
+    """
+
+    model_type = "agf"
+    attribute_map = {
+        "hidden_size": "d_model",
+        "num_attention_heads": "encoder_attention_heads",
+        "num_hidden_layers": "encoder_layers",
+    }
+    # Trainer puts every non-None output except these into EvalPrediction.predictions; keep them logits only
+    keys_to_ignore_at_inference = ["past_key_values", "cache", "encoder_last_hidden_state"]
+
+    def __init__(
+        self,
+        vocab_size: int = 32000,
+        d_model: int = 512,
+        encoder_layers: int = 3,
+        decoder_layers: int = 3,
+        encoder_attention_heads: int = 8,
+        decoder_attention_heads: int = 8,
+        encoder_ffn_dim: int = 2048,
+        decoder_ffn_dim: int = 2048,
+        activation_function: str = "relu",
+        dropout: float = 0.1,
+        attention_dropout: float = 0.0,
+        activation_dropout: float = 0.0,
+        init_std: float = 0.02,
+        scale_embedding: bool = True,
+        max_position_embeddings: int = 1024,
+        label_smoothing: float = 0.0,
+        position_encoding: str = "agf",
+        rope_theta: float = 10000.0,
+        relative_attention_num_buckets: int = 32,
+        relative_attention_max_distance: int = 128,
+        agf_power_law: bool = True,
+        agf_directional: bool = True,
+        agf_learn_base: bool = False,
+        agf_min_radius: float = 0.05,
+        agf_init: str = "spread",
+        agf_amplitude_max_distance: int = 0,
+        agf_feature_weights: bool = False,
+        agf_share_across_layers: bool = False,
+        agf_cross_attention: str = "none",
+        pcmv: bool = False,
+        pcmv_coefficient: str = "shared",
+        pad_token_id: int | None = 0,
+        bos_token_id: int | None = 1,
+        eos_token_id: int | None = 2,
+        decoder_start_token_id: int | None = 1,
+        tie_word_embeddings: bool = True,
+        use_cache: bool = True,
+        is_encoder_decoder: bool = True,
+        **kwargs,
+    ):
+        self.vocab_size = vocab_size
+        self.d_model = d_model
+        self.encoder_layers = encoder_layers
+        self.decoder_layers = decoder_layers
+        self.encoder_attention_heads = encoder_attention_heads
+        self.decoder_attention_heads = decoder_attention_heads
+        self.encoder_ffn_dim = encoder_ffn_dim
+        self.decoder_ffn_dim = decoder_ffn_dim
+        self.activation_function = activation_function
+        self.dropout = dropout
+        self.attention_dropout = attention_dropout
+        self.activation_dropout = activation_dropout
+        self.init_std = init_std
+        self.scale_embedding = scale_embedding
+        self.max_position_embeddings = max_position_embeddings
+        self.label_smoothing = label_smoothing
+        self.position_encoding = position_encoding
+        self.rope_theta = rope_theta
+        self.relative_attention_num_buckets = relative_attention_num_buckets
+        self.relative_attention_max_distance = relative_attention_max_distance
+        self.agf_power_law = agf_power_law
+        self.agf_directional = agf_directional
+        self.agf_learn_base = agf_learn_base
+        self.agf_min_radius = agf_min_radius
+        self.agf_init = agf_init
+        self.agf_amplitude_max_distance = agf_amplitude_max_distance
+        self.agf_feature_weights = agf_feature_weights
+        self.agf_share_across_layers = agf_share_across_layers
+        self.agf_cross_attention = agf_cross_attention
+        self.pcmv = pcmv
+        self.pcmv_coefficient = pcmv_coefficient
+        self.pad_token_id = pad_token_id
+        self.bos_token_id = bos_token_id
+        self.eos_token_id = eos_token_id
+        self.decoder_start_token_id = decoder_start_token_id
+        self.tie_word_embeddings = tie_word_embeddings
+        self.use_cache = use_cache
+        self._validate_agf()
+        super().__init__(is_encoder_decoder=is_encoder_decoder, **kwargs)
+
+    def _validate_agf(self) -> None:
+        """Reject illegal combinations here rather than with asserts deep in `forward` (style.md §5, §6)."""
+        for name in (
+            "vocab_size",
+            "d_model",
+            "encoder_layers",
+            "decoder_layers",
+            "encoder_attention_heads",
+            "decoder_attention_heads",
+            "encoder_ffn_dim",
+            "decoder_ffn_dim",
+            "max_position_embeddings",
+            "relative_attention_num_buckets",
+            "relative_attention_max_distance",
+        ):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                raise ValueError(f"`{name}` must be a positive integer, got {value!r}")
+        for name in ("encoder_attention_heads", "decoder_attention_heads"):
+            heads = getattr(self, name)
+            if self.d_model % heads != 0:
+                raise ValueError(f"`d_model` ({self.d_model}) must be divisible by `{name}` ({heads})")
+            if self.position_encoding == "rope" and (self.d_model // heads) % 2 != 0:
+                raise ValueError(
+                    f"`position_encoding='rope'` needs an even head dimension; d_model / {name} = "
+                    f"{self.d_model // heads}"
+                )
+        for name in ("dropout", "attention_dropout", "activation_dropout", "label_smoothing"):
+            value = getattr(self, name)
+            if not 0.0 <= value < 1.0:
+                raise ValueError(f"`{name}` must be in [0, 1), got {value!r}")
+        if self.init_std <= 0:
+            raise ValueError(f"`init_std` must be positive, got {self.init_std!r}")
+        if self.rope_theta <= 0:
+            raise ValueError(f"`rope_theta` must be positive, got {self.rope_theta!r}")
+        if self.position_encoding not in POSITION_ENCODINGS:
+            raise ValueError(
+                f"`position_encoding` must be one of {POSITION_ENCODINGS}, got {self.position_encoding!r}"
+            )
+        if self.agf_init not in AGF_INITS:
+            raise ValueError(f"`agf_init` must be one of {AGF_INITS}, got {self.agf_init!r}")
+        if self.agf_cross_attention not in AGF_CROSS_ATTENTION:
+            raise ValueError(
+                f"`agf_cross_attention` must be one of {AGF_CROSS_ATTENTION}, got {self.agf_cross_attention!r}"
+            )
+        if self.pcmv_coefficient not in PCMV_COEFFICIENTS:
+            raise ValueError(f"`pcmv_coefficient` must be one of {PCMV_COEFFICIENTS}, got {self.pcmv_coefficient!r}")
+        if self.position_encoding == "t5":
+            # the bidirectional encoder halves the buckets and keeps half of those exact (agf.md §5.3)
+            if self.relative_attention_num_buckets < 4:
+                raise ValueError(
+                    f"`relative_attention_num_buckets` must be at least 4, got {self.relative_attention_num_buckets}"
+                )
+            if self.relative_attention_max_distance <= self.relative_attention_num_buckets // 2:
+                raise ValueError(
+                    "`relative_attention_max_distance` must exceed relative_attention_num_buckets / 2 (the exact "
+                    f"range), got {self.relative_attention_max_distance} with "
+                    f"{self.relative_attention_num_buckets} buckets"
+                )
+        if self.agf_min_radius <= 0:
+            raise ValueError(f"`agf_min_radius` must be positive, got {self.agf_min_radius!r}")
+        amplitude = self.agf_amplitude_max_distance
+        if isinstance(amplitude, bool) or not isinstance(amplitude, int) or amplitude < 0:
+            raise ValueError(f"`agf_amplitude_max_distance` must be a non-negative integer, got {amplitude!r}")
+        if self.pcmv and self.position_encoding != "agf":
+            raise ValueError(
+                "`pcmv=True` weights the values by the multiplicative AGF coefficient, so it needs "
+                f"`position_encoding='agf'`; got `position_encoding={self.position_encoding!r}`"
+            )
+        if self.agf_cross_attention != "none" and self.position_encoding != "agf":
+            raise ValueError(
+                f"`agf_cross_attention={self.agf_cross_attention!r}` needs `position_encoding='agf'`; got "
+                f"{self.position_encoding!r}"
+            )
+        if self.position_encoding == "agf" and not (
+            self.agf_power_law or self.agf_amplitude_max_distance > 0 or self.agf_feature_weights
+        ):
+            warnings.warn(
+                "`position_encoding='agf'` with LC1, LC2 and LC3 all disabled gives c ≡ 1: the model has no "
+                "position information (NoPE)",
+                stacklevel=3,
+            )
+
+
+__all__ = ["AgfConfig"]

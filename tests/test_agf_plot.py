@@ -1,0 +1,58 @@
+"""`plldr-hf plot-agf`: the coefficient-curve PNG of a saved AGF model (issue 5)."""
+
+import torch
+
+from plldr_hf import AgfConfig, AgfForConditionalGeneration
+from plldr_hf.agf_plot import _panel_title, plot_coefficient_curves
+from plldr_hf.cli import main
+
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def _tiny(**overrides) -> AgfForConditionalGeneration:
+    config = AgfConfig(
+        vocab_size=99,
+        d_model=32,
+        encoder_layers=2,
+        decoder_layers=2,
+        encoder_attention_heads=4,
+        decoder_attention_heads=4,
+        encoder_ffn_dim=37,
+        decoder_ffn_dim=37,
+        **overrides,
+    )
+    return AgfForConditionalGeneration(config)
+
+
+def test_cli_writes_png_of_saved_model(tmp_path, capsys):
+    _tiny(agf_amplitude_max_distance=4, pcmv=True, pcmv_coefficient="separate").save_pretrained(tmp_path / "model")
+    assert main(["plot-agf", str(tmp_path / "model"), "--max-distance", "16"]) == 0
+    default = tmp_path / "model" / "agf_coefficients.png"
+    assert default.read_bytes().startswith(PNG_MAGIC)
+    assert str(default) in capsys.readouterr().out
+    explicit = tmp_path / "plots" / "curves.png"
+    assert main(["plot-agf", str(tmp_path / "model"), "-o", str(explicit)]) == 0
+    assert explicit.read_bytes().startswith(PNG_MAGIC)
+
+
+def test_cli_refuses_model_without_agf_coefficient(tmp_path, capsys):
+    _tiny(position_encoding="alibi").save_pretrained(tmp_path / "alibi")
+    assert main(["plot-agf", str(tmp_path / "alibi")]) == 2
+    assert "no AGF coefficient" in capsys.readouterr().err
+    assert main(["plot-agf", str(tmp_path / "missing")]) == 2
+
+
+def test_plot_shared_parameters_and_titles(tmp_path):
+    model = _tiny(agf_share_across_layers=True, agf_cross_attention="relative")
+    assert sorted(model.coefficient_curves(4)) == [
+        "model.decoder.cross_position_encoding",
+        "model.decoder.position_encoding",
+        "model.encoder.position_encoding",
+    ]
+    path = plot_coefficient_curves(model, tmp_path / "shared.png", max_distance=4)
+    assert path.read_bytes().startswith(PNG_MAGIC)
+    assert _panel_title("model.decoder.layers.1.encoder_attn.value_coefficient") == "decoder 1 cross-attention (PCM-V)"
+    assert _panel_title("model.encoder.position_encoding") == "encoder all layers self-attention"
+    assert _panel_title("model.decoder.cross_position_encoding") == "decoder all layers cross-attention"
+    assert torch.all(model.coefficient_curves(4)["model.encoder.position_encoding"][1] > 0)

@@ -74,8 +74,8 @@ class PldrllmModelOutput(BaseModelOutputWithPast):
     """Output of `PldrllmModel`: the stock fields plus the PLDR ones.
 
     `pldr_attentions[l]` is `(A, A_LM, A_P, G_LM)` of layer l, each (B or 1, H, d, d), when requested with
-    `output_pldr_attentions=True`; `dag_losses` holds the layer-averaged DAG values of (A_LM, A_P, G_LM) when they
-    were computed.
+    `output_pldr_attentions=True`; `dag_losses` (B, 3) holds the DAG values of (A_LM, A_P, G_LM) per sequence,
+    averaged over layers and heads, when they were computed.
     """
 
     pldr_attentions: tuple[tuple[torch.FloatTensor, ...], ...] | None = None
@@ -84,8 +84,9 @@ class PldrllmModelOutput(BaseModelOutputWithPast):
 
 @dataclass
 class PldrllmCausalLMOutput(CausalLMOutputWithPast):
-    """Output of `PldrllmForCausalLM`: `loss = lm_loss + Σ weight·dag_losses` (times the token fraction under
-    Trainer), with the cross-entropy `lm_loss` and the unweighted `dag_losses` (A_LM, A_P, G_LM) also returned."""
+    """Output of `PldrllmForCausalLM`: `loss = lm_loss + Σ weight·dag_losses` (token-weighted under Trainer), with
+    the cross-entropy `lm_loss` and the unweighted `dag_losses` (3,) of (A_LM, A_P, G_LM), averaged over layers,
+    batch items and heads, also returned."""
 
     pldr_attentions: tuple[tuple[torch.FloatTensor, ...], ...] | None = None
     lm_loss: torch.FloatTensor | None = None
@@ -192,8 +193,8 @@ class _LogMeanTraceExp(torch.autograd.Function):
         return exp_x.mT * (grad_output / trace)[..., None, None]
 
 
-def dag_loss(m: torch.Tensor, form: str = "log_ratio") -> torch.Tensor:
-    """DAG value of each d×d matrix in `m` (..., d, d), averaged over the leading axes; float32 maths.
+def dag_values(m: torch.Tensor, form: str = "log_ratio") -> torch.Tensor:
+    """DAG value of each d×d matrix in `m` (..., d, d) → (...), float32.
 
     `"notears"`: h(M) = tr(exp(M∘M)) − d. `"log_ratio"` (the reference code): |ln(tr(exp(M∘M)) / d)|. Both go
     through the overflow-safe, accurate ln(tr e^X / d) of `_LogMeanTraceExp`; log-ratio values of order 10³ (seen
@@ -202,12 +203,15 @@ def dag_loss(m: torch.Tensor, form: str = "log_ratio") -> torch.Tensor:
     d = m.shape[-1]
     log_ratio = _LogMeanTraceExp.apply(m.float().square())
     if form == "log_ratio":
-        values = log_ratio.abs()
-    elif form == "notears":
-        values = d * torch.expm1(log_ratio)
-    else:
-        raise ValueError(f"unknown DAG loss form {form!r}; expected 'log_ratio' or 'notears'")
-    return values.mean().float()
+        return log_ratio.abs()
+    if form == "notears":
+        return d * torch.expm1(log_ratio)
+    raise ValueError(f"unknown DAG loss form {form!r}; expected 'log_ratio' or 'notears'")
+
+
+def dag_loss(m: torch.Tensor, form: str = "log_ratio") -> torch.Tensor:
+    """`dag_values` averaged over every leading axis (batch items, heads, ...)."""
+    return dag_values(m, form).mean()
 
 
 class PldrllmCacheLayer(DynamicLayer):
@@ -348,7 +352,8 @@ class PldrllmPowerLawGraphLayer(nn.Module):
         g_lm = torch.matmul(self.alst.float(), a_p) + self.balst.float()
         dag = None
         if dag_form is not None:
-            dag = torch.stack([dag_loss(a_lm, dag_form), dag_loss(a_p, dag_form), dag_loss(g_lm, dag_form)])
+            # (B, 3): per sequence, averaged over heads, so the loss can weight each sequence by its label tokens
+            dag = torch.stack([dag_values(t, dag_form).mean(-1) for t in (a_lm, a_p, g_lm)], dim=-1)
         return a_lm, a_p, g_lm, dag
 
 
@@ -855,12 +860,15 @@ class PldrllmForCausalLM(PldrllmPreTrainedModel, GenerationMixin):
             )
             loss = lm_loss
             if use_dag and outputs.dag_losses is not None:
-                dag_term = sum(w * value for w, value in zip(weights, outputs.dag_losses))
-                if num_items_in_batch is not None:
-                    # token fraction: Trainer sums micro-batch losses (GA) and scales by world size (DDP), so the
-                    # per-batch DAG term must be weighted like the CE's share of the batch (hf_integration §10.2)
-                    local_tokens = (labels[..., 1:] != -100).sum()
-                    dag_term = dag_term * local_tokens.to(dag_term.dtype) / num_items_in_batch
+                per_sequence = outputs.dag_losses @ outputs.dag_losses.new_tensor(weights)  # (B,)
+                if num_items_in_batch is None:
+                    dag_term = per_sequence.mean()
+                else:
+                    # Trainer sums micro-batch losses (gradient accumulation) and scales by the world size (DDP);
+                    # weighting each sequence by its share of the batch's label tokens, like the CE, keeps the DAG
+                    # gradient independent of how the batch is split (hf_integration.md §10.2)
+                    tokens = (labels[..., 1:] != -100).sum(-1).to(per_sequence.dtype)
+                    dag_term = (per_sequence * tokens).sum() / num_items_in_batch
                 loss = lm_loss + dag_term.to(lm_loss.dtype)
 
         output = PldrllmCausalLMOutput(
@@ -870,7 +878,7 @@ class PldrllmForCausalLM(PldrllmPreTrainedModel, GenerationMixin):
             attentions=outputs.attentions,
             pldr_attentions=outputs.pldr_attentions,
             lm_loss=lm_loss if use_dag else None,
-            dag_losses=outputs.dag_losses if output_dag_losses else None,
+            dag_losses=outputs.dag_losses.mean(0) if output_dag_losses and outputs.dag_losses is not None else None,
             **{_CACHE_FIELD: outputs[_CACHE_FIELD] if _CACHE_FIELD in outputs else None},
         )
         return output if return_dict else output.to_tuple()
@@ -1035,6 +1043,7 @@ __all__ = [
     "PldrllmCacheLayer",
     "PldrllmCollapseReport",
     "dag_loss",
+    "dag_values",
     "order_parameter_soc",
     "order_parameter_rms",
 ]

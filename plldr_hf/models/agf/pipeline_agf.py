@@ -30,6 +30,7 @@ class AgfTranslationPipeline(Pipeline):
     _load_tokenizer = True
     _load_processor = False
     _load_image_processor = False
+    _load_video_processor = False
     _load_feature_extractor = False
     _pipeline_calls_generate = True
 
@@ -70,6 +71,8 @@ class AgfTranslationPipeline(Pipeline):
         return self.tokenizer(text, return_tensors="pt", truncation=truncation, max_length=max_length)
 
     def _forward(self, model_inputs, **generate_kwargs):
+        # merges the generation settings given when the pipeline was built and the pipeline defaults
+        generate_kwargs = self._prepare_generate_kwargs(generate_kwargs)
         output_ids = self.model.generate(**model_inputs, **generate_kwargs)
         return {"output_ids": output_ids}
 

@@ -2,6 +2,7 @@
 
 from transformers import AutoConfig, AutoModel, AutoModelForCausalLM
 
+from plldr_hf.hub import install_push_to_hub
 from plldr_hf.models.pldrllm.configuration_pldrllm import PldrllmConfig
 from plldr_hf.models.pldrllm.modeling_pldrllm import (
     PldrllmCacheLayer,
@@ -20,5 +21,8 @@ AutoModelForCausalLM.register(PldrllmConfig, PldrllmForCausalLM)
 PldrllmConfig.register_for_auto_class()
 PldrllmModel.register_for_auto_class("AutoModel")
 PldrllmForCausalLM.register_for_auto_class("AutoModelForCausalLM")
+
+# `model.push_to_hub(repo_id, tokenizer=..., card=...)` publishes the full repo (tokenizer, rendered model card)
+install_push_to_hub(PldrllmPreTrainedModel)
 
 __all__ = ["PldrllmConfig", "PldrllmPreTrainedModel", "PldrllmModel", "PldrllmForCausalLM", "PldrllmCacheLayer"]

@@ -1,0 +1,688 @@
+"""Publishing to the Hugging Face Hub: model cards from the package templates, and one-commit pushes of a complete,
+self-contained repo for both families.
+
+A published repo holds `config.json` (with `auto_map` naming `configuration_<family>.py` / `modeling_<family>.py`),
+those two files, `model.safetensors`, `generation_config.json`, the tokenizer and `README.md` (the model card). AGF
+repos also carry `pipeline_agf.py` (`AgfTranslationPipeline`), named in `config.json` under `custom_pipelines`,
+because Transformers 5 has no built-in "translation" pipeline. The repo then loads
+
+- without `plldr_hf`: `AutoModelFor*.from_pretrained(repo_id, trust_remote_code=True)`;
+- with `plldr_hf` imported: `AutoModelFor*.from_pretrained(repo_id)` (the registered classes win over `auto_map`).
+
+Entry points:
+
+- `push_to_hub(model, repo_id, tokenizer=..., card=ModelCardInfo(...))` — model objects in memory; a collapsed
+  PLDR-LLM is published collapsed (`config.collapsed` and the frozen G buffers). `install_push_to_hub(cls)` makes
+  `model.push_to_hub(repo_id, tokenizer=..., card=...)` do the same.
+- `push_folder(model_dir, repo_id)` — a saved folder (what `plldr-hf push` calls); card metadata from the arguments or
+  from the run files in the folder (`card_info_from_folder`).
+- `attach_model_card(trainer, card)` — makes `Trainer.push_to_hub(...)` publish the same card and files instead of
+  the bare card Trainer generates.
+- `render_model_card(model, card)` / `prepare_folder(model, folder, ...)` — the card alone, or the repo contents
+  written to a local folder (a dry run).
+
+Endpoint and token come from the usual huggingface_hub settings (`HF_ENDPOINT`, `HF_TOKEN`, `hf auth login`) or the
+`token=` argument. Everything is staged in a temporary folder: a push never writes into the model folder, and a
+failure raises `HubPushError` naming the step that failed (preparing the files, creating the repo, uploading).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import json
+import logging
+import shutil
+import tempfile
+import types
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+
+logger = logging.getLogger(__name__)
+
+TEMPLATE_PACKAGE_DIR = "model_cards"
+CARD_INFO_FILE = "model_card.json"
+
+
+@dataclass(frozen=True)
+class _Family:
+    model_type: str
+    template: str
+    auto_class: str
+    config_class: str
+    model_class: str
+    pipeline_tag: str
+    task_name: str
+    tags: tuple[str, ...]
+    language: tuple[str, ...]
+    # metric key -> display name; keys outside this table are published under their own name
+    metric_names: dict[str, str]
+    code_files: tuple[str, ...]
+
+
+FAMILIES: dict[str, _Family] = {
+    "pldrllm": _Family(
+        model_type="pldrllm",
+        template="pldrllm.md",
+        auto_class="AutoModelForCausalLM",
+        config_class="PldrllmConfig",
+        model_class="PldrllmForCausalLM",
+        pipeline_tag="text-generation",
+        task_name="Text Generation",
+        tags=("pldr-llm", "power-law-graph-attention", "custom_code"),
+        language=("en",),
+        metric_names={
+            "perplexity": "Perplexity",
+            "order_parameter": "Order parameter of G_LM (SOC definition)",
+            "order_parameter_across_inputs": "Order parameter of G_LM across inputs",
+            "loss": "Cross-entropy loss",
+        },
+        code_files=("configuration_pldrllm.py", "modeling_pldrllm.py"),
+    ),
+    "agf": _Family(
+        model_type="agf",
+        template="agf.md",
+        auto_class="AutoModelForSeq2SeqLM",
+        config_class="AgfConfig",
+        model_class="AgfForConditionalGeneration",
+        pipeline_tag="translation",
+        task_name="Translation",
+        tags=("agf", "attention-gravitational-field", "translation", "custom_code"),
+        language=("en", "de"),
+        metric_names={
+            "bleu": "sacreBLEU",
+            "chrf": "chrF",
+            "accuracy": "Teacher-forced token accuracy",
+            "loss": "Cross-entropy loss",
+            "perplexity": "Perplexity",
+        },
+        code_files=("configuration_agf.py", "modeling_agf.py"),
+    ),
+}
+
+
+class HubPushError(RuntimeError):
+    """A push that failed; `step` names what failed. The local model folder is never modified by a push."""
+
+    def __init__(self, step: str, repo_id: str, endpoint: str, cause: BaseException):
+        self.step, self.repo_id, self.endpoint, self.cause = step, repo_id, endpoint, cause
+        super().__init__(
+            f"push of {repo_id!r} to {endpoint} failed while {step}: {type(cause).__name__}: "
+            f"{str(cause).strip().rstrip('.')}. "
+            "Nothing was changed in the local model folder."
+        )
+
+
+@dataclass
+class ModelCardInfo:
+    """What the model card says beyond what the model's config tells.
+
+    Args:
+        model_name: display name and `model-index` name (default: the repo name).
+        description: a paragraph at the top of the card (default: a family description).
+        license: SPDX-style Hub license id.
+        language: language code(s) (default: "en" for PLDR-LLM, ["en", "de"] for AGF).
+        datasets: Hub dataset ids (or names) the model was trained on.
+        base_model: the model this one was fine-tuned from, if any.
+        tags: extra Hub tags (the family tags are always added).
+        metrics: measured values, e.g. `{"perplexity": 31.2, "order_parameter": 2e-4}` for PLDR-LLM or
+            `{"bleu": 27.1, "chrf": 55.0, "accuracy": 0.61}` for AGF; published in `model-index` and as a table.
+        eval_dataset: Hub id / type of the evaluation data (model-index `dataset.type`; default: first of
+            `datasets`, else "custom").
+        eval_dataset_name: readable name of the evaluation data (default: `eval_dataset`).
+        eval_dataset_config: dataset config, e.g. "de-en".
+        eval_split: evaluation split.
+        metric_details: free-text notes per metric key (e.g. the sacreBLEU signature), shown in the table.
+        training: the training recipe actually used: a dict (rendered as a table) or Markdown text.
+        limitations: extra limitations, appended to the family's standard list.
+    """
+
+    model_name: str | None = None
+    description: str | None = None
+    license: str = "apache-2.0"
+    language: str | list[str] | None = None
+    datasets: list[str] = field(default_factory=list)
+    base_model: str | None = None
+    tags: list[str] = field(default_factory=list)
+    metrics: dict[str, float] = field(default_factory=dict)
+    eval_dataset: str | None = None
+    eval_dataset_name: str | None = None
+    eval_dataset_config: str | None = None
+    eval_split: str | None = "test"
+    metric_details: dict[str, str] = field(default_factory=dict)
+    training: dict[str, Any] | str | None = None
+    limitations: list[str] = field(default_factory=list)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> ModelCardInfo:
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ValueError(f"ModelCardInfo: unknown field(s) {unknown}; known: {sorted(known)}")
+        return cls(**data)
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    def explicit_fields(self) -> dict:
+        """The fields that differ from their defaults (what a caller presumably set)."""
+        default = ModelCardInfo()
+        return {k: v for k, v in self.to_dict().items() if v != getattr(default, k)}
+
+    def to_dict_of(self, keys) -> dict:
+        """The fields named in `keys` (validated and converted through this dataclass)."""
+        return {k: v for k, v in self.to_dict().items() if k in keys}
+
+    def updated(self, **changes) -> ModelCardInfo:
+        """A copy with the non-None `changes` applied (lists of tags / datasets are merged, not replaced)."""
+        data = self.to_dict()
+        for key, value in changes.items():
+            if value is None:
+                continue
+            if key in ("tags", "datasets", "limitations"):
+                value = [value] if isinstance(value, str) else list(value)
+                data[key] = data[key] + [v for v in value if v not in data[key]]
+            elif key in ("metrics", "metric_details"):
+                data[key] = {**data[key], **value}
+            else:
+                data[key] = value
+        return ModelCardInfo.from_dict(data)
+
+
+def family_of(model_or_config) -> _Family:
+    config = getattr(model_or_config, "config", model_or_config)
+    model_type = getattr(config, "model_type", None)
+    if model_type not in FAMILIES:
+        raise ValueError(
+            f"plldr_hf.hub: model_type {model_type!r} is not one of this package's families {list(FAMILIES)}"
+        )
+    return FAMILIES[model_type]
+
+
+def template_path(model_type: str) -> Path:
+    """The packaged card template of a family (`plldr_hf/model_cards/<family>.md`)."""
+    family = FAMILIES[model_type]
+    path = resources.files("plldr_hf") / TEMPLATE_PACKAGE_DIR / family.template
+    return Path(str(path))
+
+
+def _architecture_rows(model, config) -> list[tuple[str, str]]:
+    rows = []
+    if config.model_type == "pldrllm":
+        if config.custom_G_type is not None:
+            g_state = f"fixed G (`custom_G_type={config.custom_G_type!r}`)"
+        elif config.collapsed:
+            g_state = "collapsed: G frozen per layer and head, attention runs as SDPA with q' = q·G"
+        else:
+            g_state = "learned: G computed by the power-law graph attention metric learner"
+        rows += [
+            ("layers", config.num_hidden_layers),
+            ("hidden size", config.hidden_size),
+            ("attention heads × head dim", f"{config.num_attention_heads} × {config.head_dim}"),
+            ("feed-forward size", config.intermediate_size),
+            (
+                "metric learner (A_dff, residual layers, dense layers)",
+                (config.A_dff, config.num_reslayerA, config.num_denseA),
+            ),
+            ("context length", config.max_position_embeddings),
+            ("RoPE", "interleaved (v51 reference)" if config.reference_rope else "half-split (v52)"),
+            ("G", g_state),
+        ]
+    else:
+        rows += [
+            ("encoder / decoder layers", f"{config.encoder_layers} / {config.decoder_layers}"),
+            ("model width", config.d_model),
+            (
+                "attention heads (encoder / decoder)",
+                f"{config.encoder_attention_heads} / {config.decoder_attention_heads}",
+            ),
+            ("feed-forward size (encoder / decoder)", f"{config.encoder_ffn_dim} / {config.decoder_ffn_dim}"),
+            ("position encoding", config.position_encoding),
+            ("PCM-V (value-side coefficient)", bool(getattr(config, "pcmv", False))),
+        ]
+    rows.append(("vocabulary", config.vocab_size))
+    if model is not None and hasattr(model, "parameters"):
+        rows.append(("parameters", f"{sum(p.numel() for p in model.parameters()):,}"))
+    dtype = getattr(config, "dtype", None)
+    if dtype is not None:
+        rows.append(("weights dtype", str(dtype).replace("torch.", "")))
+    return [_cells(name, value) for name, value in rows]
+
+
+def _cells(*values) -> tuple[str, ...]:
+    """Markdown table cells: a `|` inside a value (sacreBLEU signatures) would split the cell."""
+    return tuple(str(value).replace("|", "\\|").replace("\n", " ") for value in values)
+
+
+def _format_value(value) -> str:
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    if isinstance(value, (list, tuple)):
+        return ", ".join(_format_value(v) for v in value)
+    if isinstance(value, dict):
+        return ", ".join(f"{k}={_format_value(v)}" for k, v in value.items())
+    return str(value)
+
+
+def _as_list(value) -> list[str] | None:
+    if value is None:
+        return None
+    return [value] if isinstance(value, str) else list(value)
+
+
+def model_card_data(model_or_config, card: ModelCardInfo | None = None, *, repo_id: str | None = None):
+    """The YAML metadata (`huggingface_hub.ModelCardData`) of the card, with `model-index` from `card.metrics`."""
+    from huggingface_hub import EvalResult, ModelCardData
+
+    card = card or ModelCardInfo()
+    family = family_of(model_or_config)
+    model_name = card.model_name or (repo_id.split("/")[-1] if repo_id else f"{family.model_type}-model")
+    eval_dataset = card.eval_dataset or (card.datasets[0] if card.datasets else "custom")
+    eval_results = [
+        EvalResult(
+            task_type=family.pipeline_tag,
+            task_name=family.task_name,
+            dataset_type=eval_dataset,
+            dataset_name=card.eval_dataset_name or eval_dataset,
+            dataset_config=card.eval_dataset_config,
+            dataset_split=card.eval_split,
+            metric_type=key,
+            metric_value=float(value),
+            metric_name=family.metric_names.get(key, key),
+        )
+        for key, value in card.metrics.items()
+    ]
+    tags = list(family.tags) + [tag for tag in card.tags if tag not in family.tags]
+    config = getattr(model_or_config, "config", model_or_config)
+    if family.model_type == "pldrllm" and config.collapsed and "collapsed" not in tags:
+        tags.append("collapsed")
+    return ModelCardData(
+        model_name=model_name,
+        license=card.license,
+        language=_as_list(card.language) or list(family.language),
+        library_name="transformers",
+        pipeline_tag=family.pipeline_tag,
+        tags=tags,
+        datasets=list(card.datasets) or None,
+        base_model=card.base_model,
+        metrics=sorted(card.metrics) or None,
+        eval_results=eval_results or None,
+    )
+
+
+def render_model_card(model_or_config, card: ModelCardInfo | None = None, *, repo_id: str | None = None):
+    """The model card (`huggingface_hub.ModelCard`) from the family template, YAML metadata included."""
+    import jinja2
+    from huggingface_hub import ModelCard
+
+    card = card or ModelCardInfo()
+    family = family_of(model_or_config)
+    config = getattr(model_or_config, "config", model_or_config)
+    model = model_or_config if model_or_config is not config else None
+    data = model_card_data(model_or_config, card, repo_id=repo_id)
+    metric_rows = [
+        _cells(family.metric_names.get(key, key), _format_value(float(value)), card.metric_details.get(key, ""))
+        for key, value in card.metrics.items()
+    ]
+    training_rows, training_text = None, None
+    if isinstance(card.training, dict):
+        training_rows = [_cells(k, _format_value(v)) for k, v in card.training.items()]
+    elif card.training:
+        training_text = str(card.training)
+    eval_dataset = card.eval_dataset or (card.datasets[0] if card.datasets else None)
+    values = dict(
+        card_data=data.to_yaml(),
+        repo_id=repo_id or f"<user>/{data.model_name}",
+        model_title=data.model_name,
+        description=card.description,
+        architecture=_architecture_rows(model, config),
+        collapsed=bool(getattr(config, "collapsed", False)),
+        fixed_g=getattr(config, "custom_G_type", None),
+        metric_rows=metric_rows,
+        eval_description=", ".join(
+            str(x) for x in (card.eval_dataset_name or eval_dataset, card.eval_dataset_config, card.eval_split) if x
+        ),
+        training_rows=training_rows,
+        training_text=training_text,
+        extra_limitations=list(card.limitations),
+        base_model=card.base_model,
+    )
+    # trim_blocks / lstrip_blocks: block tags on their own lines leave no blank lines behind
+    environment = jinja2.Environment(trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
+    template = environment.from_string(template_path(family.model_type).read_text(encoding="utf-8"))
+    return ModelCard(template.render(**values))
+
+
+def _patch_config_json(folder: Path, family: _Family) -> None:
+    """Check the files remote code needs, and name the translation pipeline in `config.json` for AGF."""
+    config_file = folder / "config.json"
+    config = json.loads(config_file.read_text(encoding="utf-8"))
+    auto_map = config.get("auto_map") or {}
+    expected = {
+        "AutoConfig": f"{family.code_files[0][:-3]}.{family.config_class}",
+        family.auto_class: f"{family.code_files[1][:-3]}.{family.model_class}",
+    }
+    missing = {k: v for k, v in expected.items() if auto_map.get(k) != v}
+    if missing:
+        raise ValueError(
+            f"config.json lacks auto_map entries {missing}: import plldr_hf before saving, so the model classes are "
+            "registered with register_for_auto_class"
+        )
+    absent = [name for name in family.code_files if not (folder / name).is_file()]
+    if absent:
+        raise ValueError(f"save_pretrained did not copy {absent} next to the weights")
+    if family.model_type == "agf":
+        # the "translation" task of Transformers 5 exists only through this entry for a user without plldr_hf
+        from plldr_hf.models.agf.pipeline_agf import AgfTranslationPipeline
+
+        source = Path(inspect.getfile(AgfTranslationPipeline))
+        config["custom_pipelines"] = {
+            "translation": {
+                "impl": f"{source.stem}.{AgfTranslationPipeline.__name__}",
+                "pt": [family.auto_class],
+                "type": "text",
+            }
+        }
+        config_file.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+        shutil.copyfile(source, folder / source.name)
+
+
+def finalize_folder(model, folder, *, card: ModelCardInfo | None = None, repo_id: str | None = None) -> None:
+    """Complete a folder that already holds `model.save_pretrained(folder)`: check `auto_map` and the model files,
+    add the AGF translation pipeline, and write `README.md` from the family template."""
+    folder = Path(folder)
+    family = family_of(model)
+    _patch_config_json(folder, family)
+    render_model_card(model, card, repo_id=repo_id).save(folder / "README.md")
+
+
+def prepare_folder(
+    model,
+    folder,
+    *,
+    tokenizer=None,
+    card: ModelCardInfo | None = None,
+    repo_id: str | None = None,
+    max_shard_size: int | str | None = "50GB",
+) -> list[str]:
+    """Write the complete repo contents to `folder` (a dry run of `push_to_hub`); returns the file names."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    family_of(model)
+    model.save_pretrained(folder, max_shard_size=max_shard_size)
+    if tokenizer is not None:
+        tokenizer.save_pretrained(folder)
+    else:
+        logger.warning("plldr_hf.hub: no tokenizer given; the repo will not load with AutoTokenizer or a pipeline")
+    finalize_folder(model, folder, card=card, repo_id=repo_id)
+    return sorted(p.name for p in folder.iterdir())
+
+
+def _endpoint() -> str:
+    from huggingface_hub import constants
+
+    return constants.ENDPOINT
+
+
+def upload_folder(
+    folder,
+    repo_id: str,
+    *,
+    private: bool | None = None,
+    token: str | None = None,
+    revision: str | None = None,
+    commit_message: str | None = None,
+    commit_description: str | None = None,
+    create_pr: bool = False,
+):
+    """Create the repo if needed and upload `folder` in one commit; failures raise `HubPushError`."""
+    from huggingface_hub import HfApi
+
+    api = HfApi(token=token)
+    try:
+        repo_id = api.create_repo(repo_id, private=private, exist_ok=True).repo_id
+    except Exception as error:
+        raise HubPushError("creating the repository", repo_id, api.endpoint, error) from error
+    try:
+        return api.upload_folder(
+            repo_id=repo_id,
+            folder_path=str(folder),
+            commit_message=commit_message or "Upload model with plldr_hf",
+            commit_description=commit_description,
+            revision=revision,
+            create_pr=create_pr,
+        )
+    except Exception as error:
+        raise HubPushError("uploading the files", repo_id, api.endpoint, error) from error
+
+
+def push_to_hub(
+    model,
+    repo_id: str,
+    *,
+    tokenizer=None,
+    card: ModelCardInfo | None = None,
+    private: bool | None = None,
+    token: str | None = None,
+    revision: str | None = None,
+    commit_message: str | None = None,
+    commit_description: str | None = None,
+    create_pr: bool = False,
+    max_shard_size: int | str | None = "50GB",
+    tags: list[str] | None = None,
+):
+    """Publish `model` (and `tokenizer`) to `repo_id` in one commit, with the rendered model card.
+
+    The keyword arguments after `card` are those of transformers' `PreTrainedModel.push_to_hub`; `tags` (and the
+    model's `model_tags`) are added to the card's tags. Returns the `huggingface_hub.CommitInfo`. Raises
+    `HubPushError` naming the step that failed.
+    """
+    extra_tags = [*(getattr(model, "model_tags", None) or []), *(tags or [])]
+    if extra_tags:
+        card = (card or ModelCardInfo()).updated(tags=extra_tags)
+    with tempfile.TemporaryDirectory(prefix="plldr_hf_push_") as staging:
+        try:
+            prepare_folder(
+                model, staging, tokenizer=tokenizer, card=card, repo_id=repo_id, max_shard_size=max_shard_size
+            )
+        except Exception as error:
+            raise HubPushError("preparing the files", repo_id, _endpoint(), error) from error
+        return upload_folder(
+            staging,
+            repo_id,
+            private=private,
+            token=token,
+            revision=revision,
+            commit_message=commit_message,
+            commit_description=commit_description,
+            create_pr=create_pr,
+        )
+
+
+def install_push_to_hub(model_class) -> None:
+    """Make `model.push_to_hub(repo_id, tokenizer=..., card=...)` on `model_class` (and subclasses) publish the full
+    repo through `push_to_hub` above, instead of transformers' bare-card push. Meant for the package-side
+    `plldr_hf/models/<family>/__init__.py`: the Hub-facing model files never import this module, so remote-code
+    classes keep transformers' own method."""
+
+    def push_to_hub_method(self, repo_id: str, *, tokenizer=None, card: ModelCardInfo | None = None, **kwargs):
+        return push_to_hub(self, repo_id, tokenizer=tokenizer, card=card, **kwargs)
+
+    push_to_hub_method.__doc__ = (
+        "Publish this model to the Hub with `plldr_hf.hub.push_to_hub`: config with auto_map, the model files, "
+        "safetensors weights, generation config, `tokenizer` if given, and the model card rendered from `card` "
+        "(a `plldr_hf.hub.ModelCardInfo`). Keyword arguments: those of `PreTrainedModel.push_to_hub`."
+    )
+    push_to_hub_method._plldr_hf_push = True
+    model_class.push_to_hub = push_to_hub_method
+
+
+def _read_json(path: Path):
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as error:
+        logger.warning("plldr_hf.hub: ignoring unreadable %s (%s)", path, error)
+        return None
+
+
+def card_info_from_folder(model_dir, overrides: dict | None = None) -> ModelCardInfo:
+    """Card metadata for a model folder, most explicit first:
+
+    - `overrides`: `ModelCardInfo` fields (None values ignored), e.g. from command-line options;
+    - `model_card.json`: `ModelCardInfo` fields, used as given;
+    - PLDR-LLM runs (`plldr-hf train pldrllm`): `train_report.json` (validation perplexity, G_LM order parameter
+      after training) and `run_options.json` (the recipe); `collapse_report.json` (order parameter across inputs);
+    - translation runs (`plldr-hf train agf`): `test_results.json`, else `validation_results.json` (BLEU, chrF,
+      token accuracy, sacreBLEU signatures).
+
+    A field given by a more explicit source replaces the discovered value; `metrics`, `metric_details`, `tags`,
+    `datasets` and `limitations` are merged.
+    """
+    folder = Path(model_dir)
+    metrics, details, info = {}, {}, {}
+    report = _read_json(folder / "train_report.json") if (folder / "train_report.json").is_file() else None
+    if isinstance(report, dict):
+        if isinstance(report.get("validation_perplexity"), (int, float)):
+            metrics["perplexity"] = float(report["validation_perplexity"])
+            info["eval_split"] = "validation"
+        order = report.get("order_parameter_after")
+        soc = order.get("soc") if isinstance(order, dict) else None
+        if isinstance(soc, dict) and isinstance(soc.get("G_LM"), (int, float)):
+            metrics["order_parameter"] = float(soc["G_LM"])
+        if isinstance(report.get("options"), dict):
+            info["training"] = report["options"]
+    options = _read_json(folder / "run_options.json") if (folder / "run_options.json").is_file() else None
+    if isinstance(options, dict) and "training" not in info:
+        info["training"] = options
+    collapse = _read_json(folder / "collapse_report.json") if (folder / "collapse_report.json").is_file() else None
+    if isinstance(collapse, dict):
+        order = collapse.get("order_parameter")
+        if isinstance(order, dict) and isinstance(order.get("G_LM"), (int, float)):
+            metrics["order_parameter_across_inputs"] = float(order["G_LM"])
+    for split in ("test", "validation"):
+        path = folder / f"{split}_results.json"
+        scores = _read_json(path) if path.is_file() else None
+        if isinstance(scores, dict) and any(k in scores for k in ("bleu", "chrf", "accuracy")):
+            for key in ("bleu", "chrf", "accuracy"):
+                if isinstance(scores.get(key), (int, float)):
+                    metrics[key] = float(scores[key])
+                if isinstance(scores.get(f"{key}_signature"), str):
+                    details[key] = scores[f"{key}_signature"]
+            info["eval_split"] = split
+            break
+    base = ModelCardInfo(**info, metrics=metrics, metric_details=details)
+    explicit = folder / CARD_INFO_FILE
+    if explicit.is_file():
+        data = _read_json(explicit)
+        if not isinstance(data, dict):
+            raise ValueError(f"{explicit} must hold a JSON object of ModelCardInfo fields")
+        base = base.updated(**ModelCardInfo.from_dict(data).to_dict_of(data))
+    if overrides:
+        base = base.updated(**ModelCardInfo.from_dict(overrides).to_dict_of(overrides))
+    return base
+
+
+def load_folder(model_dir, *, dtype="auto"):
+    """(model, tokenizer or None) from a saved folder, with this package's classes (never remote code)."""
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForSeq2SeqLM, AutoTokenizer
+
+    import plldr_hf  # noqa: F401  (registers the model types)
+
+    folder = Path(model_dir)
+    if not (folder / "config.json").is_file():
+        raise FileNotFoundError(f"{folder} has no config.json: not a saved model folder")
+    config = AutoConfig.from_pretrained(folder)
+    family = family_of(config)
+    auto = AutoModelForCausalLM if family.auto_class == "AutoModelForCausalLM" else AutoModelForSeq2SeqLM
+    model = auto.from_pretrained(folder, dtype=dtype)
+    tokenizer = None
+    if (folder / "tokenizer_config.json").is_file() or (folder / "tokenizer.json").is_file():
+        tokenizer = AutoTokenizer.from_pretrained(folder)
+    return model, tokenizer
+
+
+def push_folder(
+    model_dir,
+    repo_id: str,
+    *,
+    card: ModelCardInfo | dict | None = None,
+    require_tokenizer: bool = True,
+    **push_kwargs,
+):
+    """Publish a saved model folder: loads it with this package's classes (dtype kept) and pushes it with
+    `push_to_hub`, so only the repo files are uploaded (no checkpoints, logs or run files) and the model files are
+    those of the installed package. The card is `card_info_from_folder(model_dir)` updated with `card`: a dict
+    applies the fields it names, a `ModelCardInfo` the fields that differ from their defaults."""
+    try:
+        model, tokenizer = load_folder(model_dir)
+        if tokenizer is None and require_tokenizer:
+            raise FileNotFoundError(f"{model_dir} has no tokenizer files (tokenizer.json / tokenizer_config.json)")
+        overrides = card.explicit_fields() if isinstance(card, ModelCardInfo) else card
+        info = card_info_from_folder(model_dir, overrides)
+    except Exception as error:
+        raise HubPushError("reading the model folder", repo_id, _endpoint(), error) from error
+    return push_to_hub(model, repo_id, tokenizer=tokenizer, card=info, **push_kwargs)
+
+
+def attach_model_card(trainer, card: ModelCardInfo | None = None) -> None:
+    """Make `trainer.push_to_hub(...)` publish this package's card and repo files.
+
+    `Trainer.push_to_hub(**card_kwargs)` saves the model, then regenerates `README.md` with
+    `trainer.create_model_card(**card_kwargs)` and uploads the output folder. This replaces that method on this
+    trainer instance: the card comes from the family template with `card`, updated with what is passed to
+    `push_to_hub` (`language`, `license`, `tags`, `finetuned_from` → base model, `dataset` → datasets,
+    `model_name`), and the AGF translation pipeline is added. Pushes during training (`hub_strategy`) copy
+    `config.json` and the weights from each checkpoint, so until the final `push_to_hub` they carry the card of the
+    last `create_model_card` call but not the `custom_pipelines` entry.
+    """
+    base = card or ModelCardInfo()
+
+    def create_model_card(
+        self,
+        language=None,
+        license=None,
+        tags=None,
+        model_name=None,
+        finetuned_from=None,
+        tasks=None,
+        dataset_tags=None,
+        dataset=None,
+        dataset_args=None,
+    ):
+        if not self.is_world_process_zero():
+            return
+        model = self.accelerator.unwrap_model(self.model)
+        info = base.updated(
+            language=language,
+            license=license,
+            tags=tags,
+            base_model=finetuned_from,
+            datasets=dataset if dataset is not None else dataset_tags,
+        )
+        if info.model_name is None and model_name is not None:
+            info = info.updated(model_name=model_name)
+        finalize_folder(model, self.args.output_dir, card=info, repo_id=getattr(self, "hub_model_id", None))
+
+    trainer.create_model_card = types.MethodType(create_model_card, trainer)
+
+
+__all__ = [
+    "FAMILIES",
+    "HubPushError",
+    "ModelCardInfo",
+    "attach_model_card",
+    "card_info_from_folder",
+    "finalize_folder",
+    "install_push_to_hub",
+    "load_folder",
+    "model_card_data",
+    "prepare_folder",
+    "push_folder",
+    "push_to_hub",
+    "render_model_card",
+    "template_path",
+    "upload_folder",
+]

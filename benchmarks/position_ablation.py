@@ -1,0 +1,572 @@
+"""The AGF paper's position-encoding comparison, rerun side by side under one CPU budget.
+
+Seven variants of the same encoder–decoder (`plldr_hf.AgfForConditionalGeneration`, only `position_encoding` /
+`pcmv` differ): sinusoidal (the paper's "vanilla"), RoPE, ALiBi, KERPLE-log, T5 relative bias, AGF, AGF + PCM-V.
+Every variant trains for the same number of steps on the same data, tokenizer, batches and recipe, for several
+seeds, and is scored on the in-domain LibreOffice test set and the out-of-domain GNOME test set:
+
+- token accuracy: teacher-forced, over every non-pad target token of the whole test set (the paper's "accuracy");
+- BLEU and chrF (sacrebleu, signatures in the output): greedy translations of a fixed subset of each test set;
+- training step time relative to sinusoidal: median wall time of an optimizer step (forward, backward, update;
+  first steps skipped) of each run, divided by the sinusoidal run of the same seed in the same sweep.
+
+Reported as mean ± sample standard deviation over seeds. A difference from sinusoidal counts as resolved only if it
+exceeds the 95 % Welch t interval of the difference of means; otherwise it is "within noise".
+
+    python benchmarks/position_ablation.py --quick      # tiny smoke run, < 1 min
+    python benchmarks/position_ablation.py --pilot      # times a few steps of each variant, prints the sweep estimate
+    python benchmarks/position_ablation.py              # the full sweep (see --pilot for its duration)
+
+The sweep appends one JSON line per finished run to `<output-dir>/runs.jsonl` and skips finished runs when started
+again with the same settings, so an interrupted sweep resumes. Results: `<report-dir>/position_ablation.md`
+(Markdown table with the paper's numbers), `.png` (chart) and `.json` (summary).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import math
+import os
+import platform
+import statistics
+import sys
+import time
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+
+
+VARIANTS = {
+    "sinusoidal": dict(position_encoding="sinusoidal"),
+    "rope": dict(position_encoding="rope"),
+    "alibi": dict(position_encoding="alibi"),
+    "kerple_log": dict(position_encoding="kerple_log"),
+    "t5": dict(position_encoding="t5"),
+    "agf": dict(position_encoding="agf"),
+    "agf+pcmv": dict(position_encoding="agf", pcmv=True),
+}
+LABELS = {
+    "sinusoidal": "sinusoidal (vanilla)",
+    "rope": "RoPE",
+    "alibi": "ALiBi",
+    "kerple_log": "KERPLE-log",
+    "t5": "T5 bias",
+    "agf": "AGF",
+    "agf+pcmv": "AGF + PCM-V",
+}
+# the paper's accuracies (%) as given in the project's summary of the paper, WMT17 en→de, 3-layer model (agf.md §4,
+# marked [S]: not checked against the paper body); it reports no RoPE / ALiBi / KERPLE / T5 numbers
+PAPER_ACCURACY = {"sinusoidal": 70.59, "agf": 70.45, "agf+pcmv": 70.73}
+PAPER_EXTRA = ("AGF-M + SCO + PCM-V", 70.92)
+REFERENCE = "sinusoidal"
+
+# two-sided 95 % Student t critical values, df = 1..30 (df > 30: 2.0)
+T_CRIT = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
+          2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086,
+          2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042]  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Budget:
+    """Everything that defines a sweep; runs recorded under another budget are not reused."""
+
+    d_model: int = 128
+    layers: int = 3
+    heads: int = 4
+    ffn_dim: int = 512
+    dropout: float = 0.1
+    vocab_size: int = 2000
+    max_length: int = 48
+    train_samples: int | None = None
+    steps: int = 1400
+    warmup_steps: int = 250
+    learning_rate: float = 2e-3
+    scheduler: str = "inverse_sqrt"
+    batch_size: int = 32
+    label_smoothing: float = 0.1
+    test_samples: int | None = None
+    bleu_samples: int = 300
+    generation_length: int = 80
+    seeds: tuple[int, ...] = (0, 1, 2)
+    threads: int = 1
+
+    def key(self) -> str:
+        return hashlib.sha1(json.dumps(asdict(self), sort_keys=True).encode()).hexdigest()[:12]
+
+    def data_key(self) -> str:
+        fields = ("vocab_size", "max_length", "train_samples", "test_samples", "bleu_samples")
+        return hashlib.sha1(json.dumps([getattr(self, f) for f in fields]).encode()).hexdigest()[:12]
+
+
+FULL = Budget()
+QUICK = Budget(
+    d_model=32,
+    layers=2,
+    ffn_dim=64,
+    vocab_size=300,
+    max_length=32,
+    train_samples=1000,
+    steps=8,
+    warmup_steps=2,
+    learning_rate=3e-3,
+    batch_size=16,
+    test_samples=48,
+    bleu_samples=16,
+    generation_length=24,
+    seeds=(0, 1),
+)
+
+
+def _mean_std(values):
+    values = [v for v in values if v is not None]
+    if not values:
+        return None, None
+    return statistics.fmean(values), (statistics.stdev(values) if len(values) > 1 else 0.0)
+
+
+def welch_resolved(a: list[float], b: list[float]) -> bool | None:
+    """True if mean(a) − mean(b) lies outside the 95 % Welch t interval; None with fewer than 2 values each."""
+    if len(a) < 2 or len(b) < 2:
+        return None
+    va, vb = statistics.variance(a) / len(a), statistics.variance(b) / len(b)
+    diff = statistics.fmean(a) - statistics.fmean(b)
+    if va + vb == 0:
+        return diff != 0
+    df = (va + vb) ** 2 / (va**2 / (len(a) - 1) + vb**2 / (len(b) - 1))
+    t = T_CRIT[max(1, int(df)) - 1] if df < 31 else 2.0
+    return abs(diff) > t * math.sqrt(va + vb)
+
+
+def _by_length(ds):
+    """Sorted by source length: evaluation batches then hold similar lengths (less padding, earlier stop)."""
+    order = sorted(range(len(ds)), key=lambda i: len(ds[i]["translation"]["en"]))
+    return ds.select(order)
+
+
+def prepare_data(budget: Budget, cache_dir: Path):
+    """One tokenizer and one tokenised copy of the data for every run; saved so parallel workers can load it."""
+    from datasets import load_from_disk
+    from transformers import AutoTokenizer
+
+    from plldr_hf.training.data import (
+        load_translation_dataset,
+        preprocess_translation,
+        take_subset,
+        train_joint_tokenizer,
+    )
+
+    folder = cache_dir / f"data-{budget.data_key()}"
+    if (folder / "done").is_file():
+        return (
+            AutoTokenizer.from_pretrained(folder / "tokenizer"),
+            load_from_disk(str(folder / "raw")),
+            load_from_disk(str(folder / "tokenized")),
+        )
+    raw = load_translation_dataset("libreoffice")
+    raw["train"] = take_subset(raw["train"], budget.train_samples)
+    for split in ("test", "gnome"):
+        raw[split] = _by_length(take_subset(raw[split], budget.test_samples))
+        raw[f"{split}_bleu"] = _by_length(take_subset(raw[split], budget.bleu_samples))
+    del raw["validation"]
+    tokenizer = train_joint_tokenizer(raw["train"], budget.vocab_size)
+    tokenized = preprocess_translation(raw, tokenizer, max_source_length=2 * budget.max_length, max_target_length=128)
+    # train on pairs that fit max_length whole (no truncated targets); score the test sets truncated at 128
+    n = len(tokenized["train"])
+    tokenized["train"] = tokenized["train"].filter(
+        lambda ex: len(ex["input_ids"]) <= budget.max_length and len(ex["labels"]) <= budget.max_length
+    )
+    print(f"training pairs: {len(tokenized['train'])} of {n} fit {budget.max_length} subwords", flush=True)
+    tokenizer.save_pretrained(folder / "tokenizer")
+    raw.save_to_disk(str(folder / "raw"))
+    tokenized.save_to_disk(str(folder / "tokenized"))
+    (folder / "done").write_text("ok\n")
+    return tokenizer, raw, tokenized
+
+
+def _step_timer():
+    from transformers import TrainerCallback
+
+    class StepTimer(TrainerCallback):
+        """Wall time of each optimizer step (forward, backward, update), without logging or evaluation."""
+
+        def __init__(self):
+            self.times: list[float] = []
+            self.cpu_times: list[float] = []
+            self._start = self._start_cpu = None
+
+        def on_step_begin(self, args, state, control, **kwargs):
+            self._start, self._start_cpu = time.perf_counter(), time.process_time()
+
+        def on_step_end(self, args, state, control, **kwargs):
+            self.times.append(time.perf_counter() - self._start)
+            # CPU time of this process: with one thread per run it is what the step costs on an idle core, so
+            # its ratio stays meaningful when other jobs share the machine
+            self.cpu_times.append(time.process_time() - self._start_cpu)
+
+    return StepTimer()
+
+
+def run_one(variant: str, seed: int, budget: Budget, cache_dir: Path, *, evaluate: bool = True, steps=None) -> dict:
+    """Trains one (variant, seed) and scores it; returns a JSON-serialisable record."""
+    import torch
+    from transformers import DataCollatorForSeq2Seq, set_seed
+
+    from plldr_hf import AgfForConditionalGeneration
+    from plldr_hf.training.seq2seq import (
+        TranslationTrainer,
+        build_agf_config,
+        evaluate_translation,
+        translation_training_arguments,
+    )
+
+    torch.set_num_threads(budget.threads)
+    tokenizer, raw, tokenized = prepare_data(budget, cache_dir)
+    set_seed(seed)
+    config = build_agf_config(
+        tokenizer,
+        size="small",
+        label_smoothing=budget.label_smoothing,
+        d_model=budget.d_model,
+        encoder_layers=budget.layers,
+        decoder_layers=budget.layers,
+        encoder_attention_heads=budget.heads,
+        decoder_attention_heads=budget.heads,
+        encoder_ffn_dim=budget.ffn_dim,
+        decoder_ffn_dim=budget.ffn_dim,
+        dropout=budget.dropout,
+        **VARIANTS[variant],
+    )
+    model = AgfForConditionalGeneration(config)
+    run_dir = cache_dir / "runs" / f"{variant}-seed{seed}"
+    args = translation_training_arguments(
+        run_dir,
+        max_steps=steps or budget.steps,
+        warmup_steps=budget.warmup_steps,
+        learning_rate=budget.learning_rate,
+        lr_scheduler_type=budget.scheduler,
+        per_device_train_batch_size=budget.batch_size,
+        train_sampling_strategy="group_by_length",
+        eval_strategy="no",
+        save_strategy="no",
+        logging_steps=max(1, (steps or budget.steps) // 5),
+        report_to="none",
+        use_cpu=True,
+        seed=seed,
+        disable_tqdm=not sys.stderr.isatty(),
+    )
+    timer = _step_timer()
+    trainer = TranslationTrainer(
+        model=model,
+        args=args,
+        train_dataset=tokenized["train"],
+        processing_class=tokenizer,
+        data_collator=DataCollatorForSeq2Seq(tokenizer, model=model, label_pad_token_id=-100),
+        callbacks=[timer],
+    )
+    start = time.perf_counter()
+    output = trainer.train()
+    train_seconds = time.perf_counter() - start
+    skip = min(5, len(timer.times) // 2)
+    record = {
+        "variant": variant,
+        "seed": seed,
+        "budget": budget.key(),
+        "parameters": sum(p.numel() for p in model.parameters()),
+        "train_loss": output.training_loss,
+        "final_loss": next((h["loss"] for h in reversed(trainer.state.log_history) if "loss" in h), None),
+        "step_time": statistics.median(timer.times[skip:]),
+        "step_cpu_time": statistics.median(timer.cpu_times[skip:]),
+        "train_seconds": train_seconds,
+    }
+    if not evaluate:
+        return record
+    start = time.perf_counter()
+    common = dict(max_source_length=128, max_target_length=128, batch_size=64, disable_tqdm=True)
+    for split in ("test", "gnome"):
+        full = evaluate_translation(
+            model, tokenizer, raw[split], tokenized=tokenized[split], generate=False, desc=split, **common
+        )
+        bleu = evaluate_translation(
+            model,
+            tokenizer,
+            raw[f"{split}_bleu"],
+            tokenized=tokenized[f"{split}_bleu"],
+            num_beams=1,
+            max_length=budget.generation_length,
+            desc=split,
+            **common,
+        )
+        record[split] = {
+            "accuracy": 100 * full["accuracy"],
+            "loss": full["loss"],
+            "target_tokens": full["target_tokens"],
+            "bleu": bleu["bleu"],
+            "chrf": bleu["chrf"],
+            "bleu_segments": bleu["segments"],
+            "bleu_signature": bleu["bleu_signature"],
+            "chrf_signature": bleu["chrf_signature"],
+        }
+    record["eval_seconds"] = time.perf_counter() - start
+    return record
+
+
+def _run_one_star(job):
+    return run_one(*job[:4])
+
+
+def summarize(records: list[dict], variants: list[str]) -> dict:
+    """Per variant: mean ± std of every metric and of the step-time ratio to the reference, plus noise verdicts."""
+    by_variant = {v: [r for r in records if r["variant"] == v] for v in variants}
+    summary = {}
+    for variant, runs in by_variant.items():
+        if not runs:
+            continue
+        entry = {"seeds": sorted(r["seed"] for r in runs), "parameters": runs[0]["parameters"]}
+        for split in ("test", "gnome"):
+            for metric in ("accuracy", "bleu", "chrf"):
+                values = [r[split][metric] for r in runs]
+                mean, std = _mean_std(values)
+                ref = [r[split][metric] for r in by_variant.get(REFERENCE, [])]
+                entry[f"{split}_{metric}"] = {
+                    "mean": mean,
+                    "std": std,
+                    "values": values,
+                    "resolved_vs_reference": None if variant == REFERENCE else welch_resolved(values, ref),
+                }
+        for key in ("step_time", "step_cpu_time"):
+            ref_time = {r["seed"]: r[key] for r in by_variant.get(REFERENCE, [])}
+            ratios = [r[key] / ref_time[r["seed"]] for r in runs if r["seed"] in ref_time]
+            mean, std = _mean_std(ratios)
+            entry[f"{key}_ratio"] = {"mean": mean, "std": std, "values": ratios}
+            entry[f"{key}_ms"] = _mean_std([1000 * r[key] for r in runs])[0]
+        summary[variant] = entry
+    return summary
+
+
+def _pm(stat, scale=1.0, digits=2) -> str:
+    if stat is None or stat["mean"] is None:
+        return "n/a"
+    mark = "" if stat.get("resolved_vs_reference") in (None, False) else " *"
+    return f"{scale * stat['mean']:.{digits}f} ± {scale * stat['std']:.{digits}f}{mark}"
+
+
+def markdown_table(summary: dict, budget: Budget, meta: dict) -> str:
+    head = (
+        "| variant | paper acc. (WMT17) [S] | params | in-domain acc. | in-domain BLEU | in-domain chrF "
+        "| GNOME acc. | GNOME BLEU | GNOME chrF | step time vs sinusoidal (wall) | (CPU) |"
+    )
+    lines = [head, "|" + "---|" * 11]
+    for variant, entry in summary.items():
+        paper = PAPER_ACCURACY.get(variant)
+        lines.append(
+            f"| {LABELS[variant]} | {'—' if paper is None else f'{paper:.2f}'} | {entry['parameters'] / 1e6:.2f}M "
+            f"| {_pm(entry['test_accuracy'])} | {_pm(entry['test_bleu'])} | {_pm(entry['test_chrf'])} "
+            f"| {_pm(entry['gnome_accuracy'])} | {_pm(entry['gnome_bleu'])} | {_pm(entry['gnome_chrf'])} "
+            f"| {_pm(entry['step_time_ratio'])}× | {_pm(entry['step_cpu_time_ratio'])}× |"
+        )
+    lines.append(f"| {PAPER_EXTRA[0]} | {PAPER_EXTRA[1]:.2f} | | not reproducible: AGF-M and SCO are undefined | "
+                 "| | | | | | |")  # fmt: skip
+    verdicts = []
+    for metric, name in (("test_accuracy", "in-domain accuracy"), ("gnome_accuracy", "GNOME accuracy"),
+                         ("test_bleu", "in-domain BLEU"), ("gnome_bleu", "GNOME BLEU")):  # fmt: skip
+        resolved = [LABELS[v] for v, e in summary.items() if e[metric]["resolved_vs_reference"]]
+        noise = [LABELS[v] for v, e in summary.items() if e[metric]["resolved_vs_reference"] is False]
+        verdicts.append(
+            f"- {name}: differing from sinusoidal beyond noise: {', '.join(resolved) or 'none'}; "
+            f"within noise: {', '.join(noise) or 'none'}."
+        )
+    notes = [
+        "",
+        f"Mean ± sample std over seeds {list(budget.seeds)}; `*` marks a difference from sinusoidal outside the 95 % "
+        "Welch t interval of the difference of means (with 3 seeds only large gaps qualify).",
+        *verdicts,
+        "",
+        f"Setup: embedded LibreOffice en→de pairs, {meta['train_pairs']} training pairs of ≤ {budget.max_length} "
+        f"subwords, joint BPE vocabulary {budget.vocab_size}; {budget.layers}+{budget.layers} layers, d_model "
+        f"{budget.d_model}, {budget.heads} heads, FFN {budget.ffn_dim}, dropout {budget.dropout}, tied embeddings; "
+        f"{budget.steps} steps of {budget.batch_size} sentences (length-grouped), Adam β₂ 0.98, inverse-sqrt "
+        f"schedule, peak LR {budget.learning_rate} after {budget.warmup_steps} warm-up steps, label smoothing "
+        f"{budget.label_smoothing}. Accuracy: teacher-forced over all non-pad target tokens of the full test sets "
+        f"({meta['test_segments']} in-domain, {meta['gnome_segments']} GNOME segments). BLEU / chrF: greedy "
+        f"decoding (at most {budget.generation_length} subwords) of a fixed {budget.bleu_samples}-segment subset of "
+        "each, sacrebleu "
+        f"`{meta['bleu_signature']}` / `{meta['chrf_signature']}`. Step time: median "
+        f"optimizer step (wall clock, and CPU time of the run's process) on {meta['machine']}, {budget.threads} "
+        f"thread(s) per run, {meta['jobs']} run(s) at a time, relative to the sinusoidal run of the same seed. Sweep "
+        f"wall time {meta['wall_minutes']:.0f} min.",
+        "",
+        "The paper column is a different setting (WMT17, 5.9M pairs, a larger model trained far longer); only the "
+        "ordering of the variants is comparable, not the absolute numbers. Its values come from the project's "
+        "summary of the paper (agf.md §4, [S]).",
+    ]
+    return "\n".join(lines + notes) + "\n"
+
+
+def plot(summary: dict, path: Path) -> None:
+    """Mean ± std per variant (markers with error bars; dots: single seeds), one panel per metric."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    variants = list(summary)
+    panels = [
+        [("test_accuracy", "in-domain accuracy (%)"), ("test_bleu", "in-domain BLEU"), ("test_chrf", "in-domain chrF"),
+         ("step_time_ratio", "step wall time / sinusoidal")],
+        [("gnome_accuracy", "GNOME accuracy (%)"), ("gnome_bleu", "GNOME BLEU"), ("gnome_chrf", "GNOME chrF"),
+         ("step_cpu_time_ratio", "step CPU time / sinusoidal")],
+    ]  # fmt: skip
+    fig, axes = plt.subplots(2, 4, figsize=(16, 7))
+    for row, row_panels in zip(axes, panels):
+        for ax, (key, title) in zip(row, row_panels):
+            for i, variant in enumerate(variants):
+                stat = summary[variant][key]
+                if stat["mean"] is None:
+                    continue
+                color = (
+                    "tab:gray" if variant == REFERENCE else "tab:orange" if variant.startswith("agf") else "tab:blue"
+                )
+                ax.errorbar(i, stat["mean"], yerr=stat["std"], fmt="o", color=color, capsize=4, markersize=7)
+                ax.scatter([i] * len(stat["values"]), stat["values"], s=10, color="black", zorder=3)
+            reference = summary.get(REFERENCE, {}).get(key, {}).get("mean")
+            if reference is not None:
+                ax.axhline(reference, color="tab:gray", linewidth=0.8, linestyle="--")
+            ax.set_xticks(range(len(variants)), [LABELS[v] for v in variants], rotation=45, ha="right", fontsize=8)
+            ax.set_xlim(-0.6, len(variants) - 0.4)
+            ax.set_title(title, fontsize=10)
+            ax.grid(axis="y", alpha=0.3)
+    fig.suptitle("Position encodings under one budget: mean ± std over seeds (black dots: single seeds)", fontsize=11)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _load_records(path: Path, budget_key: str) -> list[dict]:
+    if not path.is_file():
+        return []
+    records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return [r for r in records if r.get("budget") == budget_key]
+
+
+def pilot(budget: Budget, cache_dir: Path, variants: list[str], steps: int, jobs: int) -> None:
+    """Times `steps` steps of every variant and one evaluation, and prints the estimated sweep duration.
+
+    Estimates use the CPU time of the single-threaded runs, i.e. what they take on idle cores, and the wall time
+    seen now (higher when other work shares the machine). The evaluation is timed on an untrained model, which
+    never stops decoding early, so that part is an upper bound.
+    """
+    prepare_data(budget, cache_dir)
+    cpu, wall = {}, {}
+    for variant in variants:
+        record = run_one(variant, 0, budget, cache_dir, evaluate=False, steps=steps)
+        cpu[variant], wall[variant] = record["step_cpu_time"], record["step_time"]
+        print(
+            f"  {LABELS[variant]:<22} {1000 * cpu[variant]:6.0f} ms CPU/step  {1000 * wall[variant]:6.0f} ms wall/step"
+        )
+    start, start_cpu = time.perf_counter(), time.process_time()
+    run_one(REFERENCE, 0, budget, cache_dir, steps=2)
+    eval_wall, eval_cpu = time.perf_counter() - start, time.process_time() - start_cpu
+    print(f"evaluation of one run (both test sets, untrained model): {eval_cpu:.0f} s CPU, {eval_wall:.0f} s wall")
+    for name, times, evals in (("idle cores (CPU time)", cpu, eval_cpu), ("current load (wall)", wall, eval_wall)):
+        total = sum(budget.steps * t + evals for t in times.values()) * len(budget.seeds) / max(1, jobs)
+        print(
+            f"estimated sweep on {name}: {len(variants)} variants × {len(budget.seeds)} seeds × {budget.steps} "
+            f"steps, --jobs {jobs}: ≤ {total / 60:.0f} min (plus data preparation, once)"
+        )
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="tiny smoke run (< 1 min)")
+    parser.add_argument("--pilot", action="store_true", help="time each variant briefly and print the sweep estimate")
+    parser.add_argument("--pilot-steps", type=int, default=20)
+    parser.add_argument("--variants", nargs="+", choices=list(VARIANTS), default=list(VARIANTS))
+    parser.add_argument("--seeds", type=int, nargs="+", help="override the budget's seeds")
+    parser.add_argument("--steps", type=int, help="override the budget's training steps")
+    parser.add_argument("--threads", type=int, help="torch threads per run [1]")
+    parser.add_argument("--jobs", type=int, default=1, help="runs in parallel processes (timings get noisier)")
+    parser.add_argument("--output-dir", default="benchmarks/out/position_ablation", help="[%(default)s]")
+    parser.add_argument("--report-dir", help="where the .md / .png / .json go [benchmarks/results, quick: output-dir]")
+    args = parser.parse_args(argv)
+
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    budget = QUICK if args.quick else FULL
+    if args.seeds:
+        budget = replace(budget, seeds=tuple(args.seeds))
+    if args.steps:
+        budget = replace(budget, steps=args.steps, warmup_steps=min(budget.warmup_steps, max(1, args.steps // 10)))
+    if args.threads:
+        budget = replace(budget, threads=args.threads)
+    if REFERENCE not in args.variants:
+        parser.error(f"--variants must include the reference {REFERENCE!r} (step-time ratios and noise tests)")
+    out = Path(args.output_dir) / ("quick" if args.quick else "full")
+    out.mkdir(parents=True, exist_ok=True)
+    report = Path(args.report_dir or (out if args.quick else "benchmarks/results"))
+    report.mkdir(parents=True, exist_ok=True)
+
+    import torch
+
+    torch.set_num_threads(budget.threads)
+    if args.pilot:
+        pilot(budget, out, args.variants, args.pilot_steps, args.jobs)
+        return 0
+
+    start = time.perf_counter()
+    tokenizer, raw, tokenized = prepare_data(budget, out)
+    runs_file = out / "runs.jsonl"
+    records = _load_records(runs_file, budget.key())
+    done = {(r["variant"], r["seed"]) for r in records}
+    # seed-major order: each seed's variants run close together in time, so load drift hits them alike
+    jobs = [(v, s, budget, out) for s in budget.seeds for v in args.variants if (v, s) not in done]
+    print(f"{len(jobs)} runs to do, {len(done)} already in {runs_file}", flush=True)
+
+    def record_done(record):
+        records.append(record)
+        with runs_file.open("a") as f:
+            f.write(json.dumps(record) + "\n")
+        t = record.get("test", {})
+        print(
+            f"[{(time.perf_counter() - start) / 60:5.1f} min] {LABELS[record['variant']]:<22} seed {record['seed']}: "
+            f"acc {t.get('accuracy', float('nan')):.2f}  BLEU {t.get('bleu', float('nan')):.2f}  "
+            f"step {1000 * record['step_time']:.0f} ms",
+            flush=True,
+        )
+
+    if args.jobs > 1:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        with ProcessPoolExecutor(args.jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+            for record in pool.map(_run_one_star, jobs):
+                record_done(record)
+    else:
+        for job in jobs:
+            record_done(run_one(*job))
+
+    summary = summarize(records, args.variants)
+    meta = {
+        "train_pairs": len(tokenized["train"]),
+        "test_segments": len(raw["test"]),
+        "gnome_segments": len(raw["gnome"]),
+        "machine": f"{platform.machine()} CPU ({os.cpu_count()} cores)",
+        "wall_minutes": (time.perf_counter() - start) / 60,
+        "jobs": args.jobs,
+        "budget": asdict(budget),
+        "torch": torch.__version__,
+    }
+    meta["bleu_signature"] = records[0]["test"]["bleu_signature"]
+    meta["chrf_signature"] = records[0]["test"]["chrf_signature"]
+    table = markdown_table(summary, budget, meta)
+    (report / "position_ablation.md").write_text(table, encoding="utf-8")
+    (report / "position_ablation.json").write_text(
+        json.dumps({"meta": meta, "summary": summary}, indent=2) + "\n", encoding="utf-8"
+    )
+    plot(summary, report / "position_ablation.png")
+    print(table)
+    print(f"wrote {report / 'position_ablation.md'}, .png and .json")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

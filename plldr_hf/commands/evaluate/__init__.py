@@ -1,0 +1,72 @@
+"""`plldr-hf evaluate MODEL_DIR ...`: score a saved model; dispatches on the `model_type` in its config.json.
+
+One module per model family in this package (`agf.py`, ...), discovered like the commands themselves. Each defines
+
+- `MODEL_TYPES`: the `model_type` values it handles;
+- `add_arguments(parser)`: its own options (in an argument group; the options below are shared);
+- `run(args, config: dict) -> int`: the evaluation, given the parsed arguments and the saved config dict.
+
+A new family adds a module here without touching this file.
+"""
+
+import argparse
+import importlib
+import pkgutil
+from pathlib import Path
+
+
+def _families() -> dict[str, object]:
+    modules = {}
+    for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
+        module = importlib.import_module(f"{__name__}.{info.name}")
+        for model_type in module.MODEL_TYPES:
+            modules[model_type] = module
+    return modules
+
+
+def register(subparsers) -> None:
+    families = _families()
+    parser = subparsers.add_parser(
+        "evaluate",
+        help="score a saved model on a test set (translation: BLEU, chrF, accuracy; language models: perplexity)",
+        description=(
+            "Score a saved model folder (or Hub id). The model type in its config.json selects the evaluation; "
+            f"supported model types: {', '.join(sorted(families))}."
+        ),
+    )
+    parser.add_argument("model_dir", metavar="MODEL_DIR", help="folder written by save_pretrained / plldr-hf train")
+    parser.add_argument(
+        "--split", nargs="+", default=["test"], help="split(s) to score, e.g. test gnome validation [test]"
+    )
+    parser.add_argument(
+        "--dataset", nargs="+", help="dataset name or files, as for plldr-hf train [the family's embedded corpus]"
+    )
+    parser.add_argument("--max-samples", type=int, help="score a fixed random subset of each split")
+    parser.add_argument("--batch-size", type=int, default=32, help="[%(default)s]")
+    parser.add_argument("--bf16", action="store_true", help="bf16 autocast")
+    parser.add_argument("--format", choices=("table", "json"), default="table", help="stdout format [%(default)s]")
+    parser.add_argument("--output-json", metavar="PATH", help="also write the scores to this JSON file")
+    for module in dict.fromkeys(families.values()):
+        module.add_arguments(parser)
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from transformers import PretrainedConfig
+
+    import plldr_hf  # noqa: F401  (registers the model types)
+
+    if not Path(args.model_dir).is_dir() and (Path(args.model_dir).is_absolute() or args.model_dir.startswith(".")):
+        raise SystemExit(f"plldr-hf evaluate: model folder {args.model_dir} does not exist")
+    try:
+        config, _ = PretrainedConfig.get_config_dict(args.model_dir)
+    except (OSError, ValueError) as err:
+        raise SystemExit(f"plldr-hf evaluate: cannot read a model config from {args.model_dir!r}: {err}") from err
+    model_type = config.get("model_type")
+    families = _families()
+    if model_type not in families:
+        raise SystemExit(
+            f"plldr-hf evaluate: no evaluation for model_type {model_type!r} (in {args.model_dir}); "
+            f"supported: {', '.join(sorted(families))}"
+        )
+    return families[model_type].run(args, config)

@@ -1,0 +1,75 @@
+"""`plldr-hf evaluate` for translation models (model_type `agf`): BLEU, chrF and teacher-forced token accuracy."""
+
+import argparse
+import json
+from pathlib import Path
+
+
+MODEL_TYPES = ("agf",)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("translation models (agf)")
+    group.add_argument("--source-lang", default="en", help="[%(default)s]")
+    group.add_argument("--target-lang", default="de", help="[%(default)s]")
+    group.add_argument("--num-beams", type=int, help="beam size [the model's generation config]")
+    group.add_argument("--max-source-length", type=int, default=128, help="source truncation [%(default)s]")
+    group.add_argument(
+        "--max-target-length",
+        type=int,
+        default=128,
+        help="reference truncation for the accuracy, and the generation limit [%(default)s]",
+    )
+    group.add_argument("--hypotheses", metavar="PATH", help="write the translations, one line per segment")
+
+
+def run(args: argparse.Namespace, config: dict) -> int:
+    import torch
+    from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+
+    from plldr_hf.training.data import load_translation_dataset, take_subset
+    from plldr_hf.training.seq2seq import evaluate_translation, format_scores
+
+    tokenizer = AutoTokenizer.from_pretrained(args.model_dir)
+    model = AutoModelForSeq2SeqLM.from_pretrained(args.model_dir)
+    if torch.cuda.is_available():
+        model = model.cuda()
+    dataset = args.dataset or ["libreoffice"]
+    data = load_translation_dataset(dataset[0] if len(dataset) == 1 else dataset, args.source_lang, args.target_lang)
+    missing = [s for s in args.split if s not in data]
+    if missing:
+        raise SystemExit(f"plldr-hf evaluate: split(s) {missing} not in the dataset; it has {sorted(data)}")
+    num_beams = args.num_beams or model.generation_config.num_beams or 1
+
+    results = {}
+    for split in args.split:
+        scores = evaluate_translation(
+            model,
+            tokenizer,
+            take_subset(data[split], args.max_samples),
+            source_lang=args.source_lang,
+            target_lang=args.target_lang,
+            max_source_length=args.max_source_length,
+            max_target_length=args.max_target_length,
+            batch_size=args.batch_size,
+            num_beams=num_beams,
+            bf16=args.bf16,
+            desc=split,
+        )
+        hypotheses = scores.pop("hypotheses")
+        if args.hypotheses:
+            path = Path(args.hypotheses)
+            if len(args.split) > 1:
+                path = path.with_name(f"{path.stem}.{split}{path.suffix}")
+            path.write_text("".join(h.replace("\n", " ") + "\n" for h in hypotheses), encoding="utf-8")
+        results[split] = scores
+        if args.format == "table":
+            print(format_scores(scores, title=f"{args.model_dir} — {split} ({scores['segments']} segments)"))
+
+    payload = {"model": str(args.model_dir), "dataset": dataset, **results}
+    text = json.dumps(payload, indent=2, ensure_ascii=False)
+    if args.format == "json":
+        print(text)
+    if args.output_json:
+        Path(args.output_json).write_text(text + "\n", encoding="utf-8")
+    return 0

@@ -1,0 +1,54 @@
+"""`plldr-hf translate MODEL_DIR "text" ...`: translate sentences with a saved translation model (model_type `agf`)."""
+
+import argparse
+import sys
+from pathlib import Path
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "translate",
+        help="translate text with a saved translation model",
+        description="Translate each TEXT argument (or each line of standard input) and print one line per input.",
+    )
+    parser.add_argument("model_dir", metavar="MODEL_DIR", help="folder written by plldr-hf train agf")
+    parser.add_argument("texts", metavar="TEXT", nargs="*", help="source sentences; none or '-': read stdin")
+    parser.add_argument("--num-beams", type=int, help="beam size [the model's generation config]")
+    parser.add_argument("--max-new-tokens", type=int, default=256, help="[%(default)s]")
+    parser.add_argument("--batch-size", type=int, default=16, help="[%(default)s]")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    import torch
+    from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, PretrainedConfig
+
+    import plldr_hf  # noqa: F401  (registers model_type agf)
+    from plldr_hf.training.seq2seq import translate
+
+    if not Path(args.model_dir).is_dir() and (Path(args.model_dir).is_absolute() or args.model_dir.startswith(".")):
+        raise SystemExit(f"plldr-hf translate: model folder {args.model_dir} does not exist")
+    try:
+        config, _ = PretrainedConfig.get_config_dict(args.model_dir)
+    except (OSError, ValueError) as err:
+        raise SystemExit(f"plldr-hf translate: cannot read a model config from {args.model_dir!r}: {err}") from err
+    if config.get("model_type") != "agf":
+        raise SystemExit(
+            f"plldr-hf translate: {args.model_dir} holds model_type {config.get('model_type')!r}; "
+            "translation needs an agf model"
+        )
+    texts = args.texts
+    if not texts or texts == ["-"]:
+        texts = [line.rstrip("\n") for line in sys.stdin]
+    if not texts:
+        raise SystemExit("plldr-hf translate: nothing to translate (no TEXT arguments and empty standard input)")
+    tokenizer = AutoTokenizer.from_pretrained(args.model_dir)
+    model = AutoModelForSeq2SeqLM.from_pretrained(args.model_dir)
+    if torch.cuda.is_available():
+        model = model.cuda()
+    num_beams = args.num_beams or model.generation_config.num_beams or 1
+    for line in translate(
+        model, tokenizer, texts, batch_size=args.batch_size, num_beams=num_beams, max_new_tokens=args.max_new_tokens
+    ):
+        print(line)
+    return 0

@@ -1,0 +1,376 @@
+"""`plldr-hf quickstart`: the package's main job on its embedded data, end to end, in a fixed time budget.
+
+1. PLDR-LLM: train a small model on the embedded Shakespeare corpus with the DAG regulariser (`DagLossCallback`),
+   report validation perplexity and the order parameters, try `collapse()` (and say whether the model is invariant
+   enough, with the numbers), generate samples, and time greedy decoding collapsed vs uncollapsed.
+2. AGF + PCM-V: train a small translator on the embedded LibreOffice en→de pairs and score BLEU, chrF (sacrebleu)
+   and teacher-forced token accuracy on the test split, with example translations.
+
+Everything lands in the output directory: both models with their tokenizers, `summary.md`, `metrics.json` and PNG
+plots (loss curves, order parameter per layer, AGF coefficient curves). Each saved model is reloaded with the Auto
+classes at the end and checked against the in-memory model.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import statistics
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+
+
+logger = logging.getLogger(__name__)
+
+PLDR_PROMPTS = ["ROMEO:", "To be, or not to be", "My lord, the king", "What light through yonder"]
+
+
+@dataclass
+class QuickstartPlan:
+    """Sizes and step caps for one time budget; `max_steps` fixes each learning-rate schedule, and a time budget per
+    stage stops a run early on a slower machine (reported in the summary)."""
+
+    minutes: float
+    pldr_size: str
+    pldr_steps: int
+    pldr_block_size: int
+    pldr_batch_size: int
+    pldr_vocab: int
+    agf_size: str
+    agf_steps: int
+    agf_train_samples: int
+    agf_test_samples: int
+    agf_vocab: int
+    agf_beams: int
+    decode_new_tokens: int
+    time_limited: bool
+
+    @classmethod
+    def for_minutes(cls, minutes: float) -> QuickstartPlan:
+        if minutes <= 0:
+            raise ValueError(f"--minutes must be positive, got {minutes}")
+        if minutes < 4:
+            # smoke-test scale: tiny models, a few dozen steps each
+            return cls(minutes, "tiny", 40, 64, 8, 512, "tiny", 60, 2000, 60, 1000, 1, 16, time_limited=False)
+        # about 10 minutes on a laptop-class CPU (measured on 2 cores: see the README)
+        return cls(minutes, "small", 160, 128, 8, 2048, "small", 700, 12000, 300, 4000, 4, 48, time_limited=True)
+
+    def budget_callbacks(self, share: float) -> list:
+        """A `TimeBudgetCallback` for `share` of the budget (none at smoke-test scale, which runs its fixed steps)."""
+        from plldr_hf.training.callbacks import TimeBudgetCallback
+
+        return [TimeBudgetCallback(self.minutes * 60 * share)] if self.time_limited else []
+
+
+def _median_seconds(fn, repeats: int = 3) -> float:
+    fn()  # warm-up
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def _decode_speed(model, prompt: torch.Tensor, new_tokens: int) -> float:
+    """Greedy tokens per second (median of 3 after a warm-up), exactly `new_tokens` per run."""
+
+    def run():
+        with torch.no_grad():
+            model.generate(prompt, max_new_tokens=new_tokens, min_new_tokens=new_tokens, do_sample=False)
+
+    return new_tokens * prompt.shape[0] / _median_seconds(run)
+
+
+def run_pldrllm(plan: QuickstartPlan, out: Path) -> dict:
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from plldr_hf.diagnostics import diagnose
+    from plldr_hf.training.causal_lm import TrainOptions, train_causal_lm
+
+    run_dir = out / "pldrllm"
+    budget = plan.budget_callbacks(0.45)
+    options = TrainOptions(
+        size=plan.pldr_size,
+        output_dir=str(run_dir),
+        max_steps=plan.pldr_steps,
+        block_size=plan.pldr_block_size,
+        batch_size=plan.pldr_batch_size,
+        vocab_size=plan.pldr_vocab,
+        warmup_steps=max(1, plan.pldr_steps // 10),
+        dag_weights=(0.05, 0.05, 0.05),
+        dag_warmup_steps=max(1, plan.pldr_steps // 4),
+        logging_steps=max(1, plan.pldr_steps // 20),
+        eval_steps=max(1, plan.pldr_steps // 4),
+        save_steps=plan.pldr_steps,
+        save_total_limit=1,
+        max_eval_blocks=64,
+        report_to=["tensorboard"],
+        order_parameter_inputs=6,
+    )
+    report = train_causal_lm(options, extra_callbacks=budget)
+    tokenizer = AutoTokenizer.from_pretrained(run_dir)
+    model = AutoModelForCausalLM.from_pretrained(run_dir).eval()
+
+    prompts = [tokenizer(text, add_special_tokens=False)["input_ids"] for text in PLDR_PROMPTS]
+    diagnostics = diagnose(model, inputs=prompts, new_tokens=16)
+    diagnostics.save(run_dir / "diagnostics")
+
+    # collapse() measures first and refuses a model whose G still depends on the input
+    collapsed = AutoModelForCausalLM.from_pretrained(run_dir).eval()
+    try:
+        collapse_report = collapsed.collapse(calibration=PLDR_PROMPTS, tokenizer=tokenizer)
+        refused = None
+    except ValueError as error:
+        refused = str(error)
+        collapse_report = collapsed.collapse(calibration=PLDR_PROMPTS, tokenizer=tokenizer, force=True)
+    collapsed_dir = out / "pldrllm-collapsed"
+    collapsed.save_pretrained(collapsed_dir)
+    tokenizer.save_pretrained(collapsed_dir)
+    (collapsed_dir / "collapse_report.json").write_text(json.dumps(collapse_report.to_dict(), indent=2))
+
+    samples = []
+    for text in PLDR_PROMPTS[:3]:
+        ids = tokenizer(text, add_special_tokens=False, return_tensors="pt")["input_ids"]
+        with torch.no_grad():
+            generated = model.generate(ids, max_new_tokens=40, do_sample=True, top_p=0.9, temperature=0.8)
+        samples.append({"prompt": text, "text": tokenizer.decode(generated[0], skip_special_tokens=True)})
+
+    prompt = torch.randint(6, len(tokenizer), (1, 32), generator=torch.Generator().manual_seed(0))
+    speed = {
+        "uncollapsed_kv_g_cache_tok_s": _decode_speed(model, prompt, plan.decode_new_tokens),
+        "collapsed_tok_s": _decode_speed(collapsed, prompt, plan.decode_new_tokens),
+        "prompt_tokens": prompt.shape[1],
+        "new_tokens": plan.decode_new_tokens,
+    }
+    speed["collapsed_over_uncollapsed"] = speed["collapsed_tok_s"] / speed["uncollapsed_kv_g_cache_tok_s"]
+    return {
+        "run_dir": str(run_dir),
+        "collapsed_dir": str(collapsed_dir),
+        "parameters": report["parameters"],
+        "steps": report["global_step"],
+        "max_steps": plan.pldr_steps,
+        "stopped_by_time_budget": any(b.stopped_early for b in budget),
+        "median_s_per_step": report["timing"]["median_s_per_step"],
+        "validation_perplexity": report["validation_perplexity"],
+        "order_parameter_before": report["order_parameter_before"],
+        "order_parameter_after": report["order_parameter_after"],
+        "order_parameter_prompts": dict(diagnostics.order_parameter_inputs),
+        "collapse": {
+            "invariant": collapse_report.invariant,
+            "refused": refused,
+            "tolerance": collapse_report.tolerance,
+            "order_parameter": collapse_report.order_parameter,
+            "order_parameter_rms": collapse_report.order_parameter_rms,
+            "max_abs_logit_diff": collapse_report.max_abs_logit_diff,
+            "argmax_agreement": collapse_report.argmax_agreement,
+        },
+        "samples": samples,
+        "decode_speed": speed,
+        "plots": {
+            "loss_curves": str(run_dir / "loss_curves.png"),
+            "order_parameter": str(run_dir / "diagnostics" / "order_parameter.png"),
+            "singular_values": str(run_dir / "diagnostics" / "singular_values_A.png"),
+        },
+    }
+
+
+def run_agf(plan: QuickstartPlan, out: Path) -> dict:
+    from plldr_hf.agf_plot import plot_coefficient_curves
+    from plldr_hf.training.causal_lm import plot_loss_curves
+    from plldr_hf.training.seq2seq import train_translation, translate, translation_training_arguments
+
+    run_dir = out / "agf"
+    budget = plan.budget_callbacks(0.35)
+    args = translation_training_arguments(
+        run_dir,
+        max_steps=plan.agf_steps,
+        warmup_steps=max(1, plan.agf_steps // 10),
+        learning_rate=1e-3,
+        per_device_train_batch_size=32,
+        eval_steps=plan.agf_steps,
+        save_steps=plan.agf_steps,
+        save_total_limit=1,
+        logging_steps=max(1, plan.agf_steps // 20),
+    )
+    run = train_translation(
+        args,
+        dataset="libreoffice",
+        size=plan.agf_size,
+        position_encoding="agf",
+        pcmv=True,
+        vocab_size=plan.agf_vocab,
+        max_source_length=64,
+        max_target_length=64,
+        max_train_samples=plan.agf_train_samples,
+        max_eval_samples=64,
+        max_test_samples=plan.agf_test_samples,
+        test_splits=("test",),
+        num_beams=plan.agf_beams,
+        callbacks=budget,
+    )
+    test = run.scores["test"]
+    sources = [pair["en"] for pair in run.datasets["test"]["translation"][:4]]
+    references = [pair["de"] for pair in run.datasets["test"]["translation"][:4]]
+    hypotheses = translate(run.model, run.tokenizer, sources, num_beams=plan.agf_beams, max_new_tokens=64)
+    curves = plot_coefficient_curves(run.model, run_dir / "agf_coefficients.png")
+    loss_png = plot_loss_curves(run.trainer.state.log_history, run_dir / "loss_curves.png", title="AGF + PCM-V")
+    return {
+        "run_dir": str(run_dir),
+        "parameters": sum(p.numel() for p in run.model.parameters()),
+        "steps": run.trainer.state.global_step,
+        "max_steps": plan.agf_steps,
+        "stopped_by_time_budget": any(b.stopped_early for b in budget),
+        "test_segments": len(run.datasets["test"]),
+        "bleu": test["bleu"],
+        "bleu_signature": test["bleu_signature"],
+        "chrf": test["chrf"],
+        "chrf_signature": test["chrf_signature"],
+        "accuracy": test["accuracy"],
+        "examples": [
+            {"source": s, "reference": r, "translation": h} for s, r, h in zip(sources, references, hypotheses)
+        ],
+        "plots": {"loss_curves": str(loss_png), "agf_coefficients": str(curves)},
+    }
+
+
+def check_reload(out: Path, results: dict) -> dict:
+    """Reload every saved model with the Auto classes (no trust_remote_code) and compare logits on a fixed input."""
+    from transformers import AutoModelForCausalLM, AutoModelForSeq2SeqLM, AutoTokenizer
+
+    checks = {}
+    for name, key, auto in (
+        ("pldrllm", "run_dir", AutoModelForCausalLM),
+        ("pldrllm-collapsed", "collapsed_dir", AutoModelForCausalLM),
+    ):
+        folder = results["pldrllm"][key]
+        tokenizer = AutoTokenizer.from_pretrained(folder)
+        ids = tokenizer(PLDR_PROMPTS[0], add_special_tokens=False, return_tensors="pt")["input_ids"]
+        first, second = auto.from_pretrained(folder).eval(), auto.from_pretrained(folder).eval()
+        with torch.no_grad():
+            checks[name] = {
+                "class": type(first).__name__,
+                "identical": bool(torch.equal(first(ids).logits, second(ids).logits)),
+            }
+        checks[name]["collapsed"] = bool(first.config.collapsed)
+    folder = results["agf"]["run_dir"]
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    model = AutoModelForSeq2SeqLM.from_pretrained(folder).eval()
+    batch = tokenizer(["Click the button."], return_tensors="pt")
+    with torch.no_grad():
+        generated = model.generate(**batch, max_new_tokens=8, do_sample=False)
+    checks["agf"] = {"class": type(model).__name__, "generates": generated.shape[1] > 1}
+    return checks
+
+
+def _fmt(value, spec=".3g"):
+    return "n/a" if value is None else format(value, spec)
+
+
+def write_summary(out: Path, results: dict) -> Path:
+    p, a = results["pldrllm"], results["agf"]
+    op_before, op_after = p["order_parameter_before"] or {}, p["order_parameter_after"] or {}
+    collapse = p["collapse"]
+    lines = [
+        "# plldr_hf quickstart",
+        "",
+        f"Budget {results['plan']['minutes']:g} min; wall time {results['wall_minutes']:.1f} min; "
+        f"torch {results['versions']['torch']}, transformers {results['versions']['transformers']}, "
+        f"{results['versions']['threads']} CPU threads.",
+        "",
+        "## PLDR-LLM on the embedded Shakespeare corpus",
+        "",
+        f"- {p['parameters'] / 1e6:.2f}M parameters, {p['steps']} of {p['max_steps']} steps"
+        + (" (stopped by the time budget)" if p["stopped_by_time_budget"] else "")
+        + f", {_fmt(p['median_s_per_step'], '.2f')} s/step, DAG weights 0.05 each (warm-up).",
+        f"- Validation perplexity: **{p['validation_perplexity']:.2f}**.",
+        "- Order parameter of G_LM (SOC definition, RMSE / |mean|; ≈ 0 means input-invariant): "
+        f"before training {_fmt(op_before.get('soc', {}).get('G_LM'))}, after {_fmt(op_after.get('soc', {}).get('G_LM'))}"
+        f"; across the sample prompts {_fmt(p['order_parameter_prompts'].get('G_LM'))}.",
+        "",
+        "| tensor | order parameter (collapse calibration) | symmetric RMS |",
+        "|---|---|---|",
+    ]
+    for name, value in collapse["order_parameter"].items():
+        lines.append(f"| {name} | {value:.3e} | {collapse['order_parameter_rms'][name]:.3e} |")
+    if collapse["refused"]:
+        verdict = (
+            f"`collapse()` **refused**: G_LM's order parameter {collapse['order_parameter']['G_LM']:.3e} exceeds the "
+            f"tolerance {collapse['tolerance']:g}, so this short run is not input-invariant (the paper's collapse "
+            "appears after far longer near-critical training). For the speed comparison it was collapsed with "
+            f"`force=True`, an approximation: max |Δlogit| {collapse['max_abs_logit_diff']:.3g}, argmax agreement "
+            f"{100 * collapse['argmax_agreement']:.1f}% on the calibration prompts."
+        )
+    else:
+        verdict = (
+            f"`collapse()` accepted the model (G_LM order parameter {collapse['order_parameter']['G_LM']:.3e} ≤ "
+            f"{collapse['tolerance']:g}); max |Δlogit| {collapse['max_abs_logit_diff']:.3g}."
+        )
+    speed = p["decode_speed"]
+    lines += [
+        "",
+        verdict,
+        "",
+        f"Greedy decoding, batch 1, {speed['prompt_tokens']}-token prompt, {speed['new_tokens']} new tokens: "
+        f"uncollapsed (KV + G cache) {speed['uncollapsed_kv_g_cache_tok_s']:.1f} tok/s, collapsed "
+        f"{speed['collapsed_tok_s']:.1f} tok/s ({speed['collapsed_over_uncollapsed']:.2f}×).",
+        "",
+        "Samples (top-p 0.9, temperature 0.8):",
+        "",
+    ]
+    lines += [f"- `{s['prompt']}` → {s['text']!r}" for s in p["samples"]]
+    lines += [
+        "",
+        "## AGF + PCM-V translator on the embedded LibreOffice en→de pairs",
+        "",
+        f"- {a['parameters'] / 1e6:.2f}M parameters, {a['steps']} of {a['max_steps']} steps"
+        + (" (stopped by the time budget)" if a["stopped_by_time_budget"] else "")
+        + ".",
+        f"- Test split ({a['test_segments']} segments): BLEU **{a['bleu']:.2f}**, chrF **{a['chrf']:.2f}**, "
+        f"token accuracy **{100 * a['accuracy']:.2f}%** (teacher-forced).",
+        f"- sacreBLEU signatures: `{a['bleu_signature']}`; `{a['chrf_signature']}`.",
+        "",
+        "| source | reference | translation |",
+        "|---|---|---|",
+    ]
+    lines += [f"| {e['source']} | {e['reference']} | {e['translation']} |".replace("\n", " ") for e in a["examples"]]
+    lines += ["", "## Saved models (reloaded with the Auto classes)", ""]
+    for name, check in results["reload"].items():
+        lines.append(f"- `{name}`: {check}")
+    lines += ["", "## Plots", ""]
+    for name, path in {**p["plots"], **{f"agf_{k}": v for k, v in a["plots"].items()}}.items():
+        lines.append(f"- {name}: `{Path(path).relative_to(out)}`")
+    path = out / "summary.md"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def run_quickstart(output_dir: str | Path = "runs/quickstart", minutes: float = 10.0) -> dict:
+    import transformers
+
+    out = Path(output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    plan = QuickstartPlan.for_minutes(minutes)
+    start = time.perf_counter()
+    results = {
+        "plan": asdict(plan),
+        "versions": {
+            "torch": torch.__version__,
+            "transformers": transformers.__version__,
+            "threads": torch.get_num_threads(),
+        },
+    }
+    print(f"[1/3] PLDR-LLM ({plan.pldr_size}) on the embedded Shakespeare corpus", flush=True)
+    results["pldrllm"] = run_pldrllm(plan, out)
+    print(f"[2/3] AGF + PCM-V translator ({plan.agf_size}) on the embedded en-de pairs", flush=True)
+    results["agf"] = run_agf(plan, out)
+    print("[3/3] reloading the saved models with the Auto classes", flush=True)
+    results["reload"] = check_reload(out, results)
+    results["wall_minutes"] = (time.perf_counter() - start) / 60
+    (out / "metrics.json").write_text(json.dumps(results, indent=2, default=str), encoding="utf-8")
+    summary = write_summary(out, results)
+    print(summary.read_text(encoding="utf-8"))
+    return results

@@ -1,0 +1,618 @@
+"""Translation training and evaluation with `Seq2SeqTrainer` for the AGF model family.
+
+Pipeline of `train_translation`: load a corpus (`data.load_translation_dataset`) → train or reuse a joint subword
+tokenizer (saved in the output folder, and with every checkpoint) → tokenise → build an
+`AgfForConditionalGeneration` of a named size and position encoding → `TranslationTrainer.train` → save model,
+tokenizer and generation config together → score the test sets with `evaluate_translation`.
+
+Recipe (agf.md §4, proposed): Adam (β₂ 0.98, ε 1e-9), inverse-square-root schedule after a linear warm-up, label
+smoothing 0.1 computed in the model's forward (the model consumes `num_items_in_batch`, so gradient accumulation and
+DDP stay exact; `hf_integration.md` §10.2), greedy decoding during training evaluation and beam search for the final
+scores.
+
+Metrics, on every evaluation:
+
+- `accuracy`: teacher-forced token accuracy over non-pad target tokens (the paper's "accuracy", agf.md §4);
+- `bleu`, `chrf`: detokenised sacrebleu corpus scores of generated translations (`plldr_hf.evaluation`). During
+  training the references are the decoded (truncated) label ids; `evaluate_translation` scores against the raw
+  reference strings and reports sacrebleu's signatures.
+
+Runs unchanged under `torchrun` / `accelerate launch`: data and tokenizer are prepared on the main process first
+(`main_process_first`), everything else is Trainer's.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from transformers import (
+    AutoTokenizer,
+    DataCollatorForSeq2Seq,
+    GenerationConfig,
+    PreTrainedTokenizerBase,
+    Seq2SeqTrainer,
+    Seq2SeqTrainingArguments,
+    TrainerCallback,
+    set_seed,
+)
+from transformers.trainer_utils import get_last_checkpoint
+
+from plldr_hf.evaluation import token_accuracy_counts, translation_scores
+from plldr_hf.models.agf import AgfConfig, AgfForConditionalGeneration
+from plldr_hf.training.data import (
+    load_translation_dataset,
+    preprocess_translation,
+    take_subset,
+    train_joint_tokenizer,
+)
+
+
+logger = logging.getLogger(__name__)
+
+__all__ = [
+    "MODEL_SIZES",
+    "TranslationTrainer",
+    "TranslationRun",
+    "build_agf_config",
+    "build_compute_metrics",
+    "evaluate_translation",
+    "format_scores",
+    "translate",
+    "train_translation",
+    "translation_training_arguments",
+]
+
+# named model sizes; "base" is the spec's proposed Transformer-base at depth 3 (agf.md §4), the others are for CPU
+MODEL_SIZES: dict[str, dict[str, Any]] = {
+    "tiny": dict(d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
+                 decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64),
+    "small": dict(d_model=128, encoder_layers=3, decoder_layers=3, encoder_attention_heads=4,
+                  decoder_attention_heads=4, encoder_ffn_dim=512, decoder_ffn_dim=512),
+    "base": dict(d_model=512, encoder_layers=3, decoder_layers=3, encoder_attention_heads=8,
+                 decoder_attention_heads=8, encoder_ffn_dim=2048, decoder_ffn_dim=2048),
+}  # fmt: skip
+
+TOKENIZER_FILE = "tokenizer.json"
+IGNORE_INDEX = -100
+
+
+def _tensorboard_available() -> bool:
+    try:
+        import tensorboard  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def _bf16_available() -> bool:
+    return torch.cuda.is_available() and torch.cuda.is_bf16_supported()
+
+
+def translation_training_arguments(output_dir: str | os.PathLike, **overrides) -> Seq2SeqTrainingArguments:
+    """`Seq2SeqTrainingArguments` with the translation recipe's defaults; any field can be overridden.
+
+    Defaults: batch 32, learning rate 5e-4 with `inverse_sqrt` decay after 1000 linear warm-up steps, Adam β₂ 0.98
+    and ε 1e-9, gradient clipping 1.0, 10 epochs, evaluation / checkpoint every 1000 steps (two kept), logging every
+    50 steps, `predict_with_generate` with greedy decoding, TensorBoard when installed, bf16 when the GPU has it.
+
+    Example:
+        >>> args = translation_training_arguments("runs/agf", max_steps=30, eval_steps=10)
+        >>> args.lr_scheduler_type.value, args.predict_with_generate
+        ('inverse_sqrt', True)
+    """
+    defaults = dict(
+        per_device_train_batch_size=32,
+        per_device_eval_batch_size=64,
+        learning_rate=5e-4,
+        lr_scheduler_type="inverse_sqrt",
+        warmup_steps=1000,
+        adam_beta1=0.9,
+        adam_beta2=0.98,
+        adam_epsilon=1e-9,
+        weight_decay=0.0,
+        max_grad_norm=1.0,
+        num_train_epochs=10,
+        eval_strategy="steps",
+        eval_steps=1000,
+        save_strategy="steps",
+        save_steps=1000,
+        save_total_limit=2,
+        logging_steps=50,
+        predict_with_generate=True,
+        generation_num_beams=1,
+        report_to=["tensorboard"] if _tensorboard_available() else "none",
+        bf16=_bf16_available(),
+        dataloader_pin_memory=torch.cuda.is_available(),
+        seed=42,
+    )
+    defaults.update(overrides)
+    return Seq2SeqTrainingArguments(output_dir=str(output_dir), **defaults)
+
+
+def build_agf_config(
+    tokenizer: PreTrainedTokenizerBase,
+    size: str = "base",
+    position_encoding: str = "agf",
+    pcmv: bool = False,
+    label_smoothing: float = 0.1,
+    **overrides,
+) -> AgfConfig:
+    """An `AgfConfig` of a named size whose vocabulary and special-token ids come from `tokenizer`.
+
+    Args:
+        tokenizer: the joint tokenizer (sets `vocab_size`, pad / bos / eos ids; decoding starts with `<s>`).
+        size: a key of `MODEL_SIZES`.
+        position_encoding: `AgfConfig.position_encoding`.
+        pcmv: `AgfConfig.pcmv` (needs `position_encoding="agf"`).
+        label_smoothing: label smoothing of the training loss computed in the model's forward.
+        **overrides: any other `AgfConfig` field, e.g. `dropout=0.3`, `agf_learn_base=True`.
+    """
+    if size not in MODEL_SIZES:
+        raise ValueError(f"unknown model size {size!r}; choose one of {sorted(MODEL_SIZES)}")
+    for name in ("pad_token_id", "bos_token_id", "eos_token_id"):
+        if getattr(tokenizer, name) is None:
+            raise ValueError(f"the tokenizer has no {name[:-3]}; translation needs <pad>, <s> and </s> tokens")
+    fields = dict(MODEL_SIZES[size])
+    fields.update(
+        vocab_size=len(tokenizer),
+        position_encoding=position_encoding,
+        pcmv=pcmv,
+        label_smoothing=label_smoothing,
+        pad_token_id=tokenizer.pad_token_id,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        decoder_start_token_id=tokenizer.bos_token_id,
+    )
+    fields.update(overrides)
+    return AgfConfig(**fields)
+
+
+def _split_logits(logits):
+    return logits[0] if isinstance(logits, (tuple, list)) else logits
+
+
+def _teacher_forced(logits: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Argmax ids (-100 where the label is ignored) `(B, S)` and the summed token NLL of each row `(B, 1)`, fp32.
+
+    Per-row sums let the evaluation divide by the total number of target tokens at the end, so the loss does not
+    depend on how segments were batched (Trainer's own eval loss averages per-batch means).
+    """
+    ignored = labels == IGNORE_INDEX
+    ids = logits.argmax(-1).masked_fill(ignored, IGNORE_INDEX)
+    nll = F.cross_entropy(logits.float().transpose(1, 2), labels, ignore_index=IGNORE_INDEX, reduction="none")
+    return ids, nll.sum(-1, keepdim=True)
+
+
+def _preprocess_logits(logits, labels):
+    """`preprocess_logits_for_metrics`: (argmax ids, row NLL) instead of (B, S, V) logits; generated ids pass."""
+    if isinstance(logits, (tuple, list)) and not torch.is_floating_point(logits[0]):
+        return logits
+    return _teacher_forced(_split_logits(logits), labels)
+
+
+def _unpack(predictions) -> tuple[np.ndarray | None, np.ndarray, np.ndarray]:
+    """(generated ids or None, teacher-forced ids, row NLL) from either kind of `TranslationTrainer` predictions."""
+    if len(predictions) == 3:
+        return predictions
+    return None, predictions[0], predictions[1]
+
+
+def _pad_to(tensor: torch.Tensor, width: int, value: int) -> torch.Tensor:
+    if tensor.shape[-1] >= width:
+        return tensor
+    return F.pad(tensor, (0, width - tensor.shape[-1]), value=value)
+
+
+class TranslationTrainer(Seq2SeqTrainer):
+    """`Seq2SeqTrainer` whose predictions always carry what the token accuracy and an exact loss need.
+
+    With `predict_with_generate`, `Seq2SeqTrainer` returns generated ids and drops the logits, so the token accuracy
+    would be lost. Here predictions are `(generated_ids, teacher_forced_ids, row_nll)`, and labels come back padded
+    with -100 (the base class pads them with the pad id, which would count padding as targets); ids and labels are
+    padded to one width, so they stay aligned through Trainer's cross-batch and cross-process concatenation.
+    `teacher_forced_ids` is -100 wherever the label is ignored; `row_nll` `(B, 1)` is each segment's summed token
+    cross-entropy. Without `predict_with_generate` the predictions are `(teacher_forced_ids, row_nll)`.
+    """
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("preprocess_logits_for_metrics", _preprocess_logits)
+        super().__init__(*args, **kwargs)
+
+    def prediction_step(self, model, inputs, prediction_loss_only, ignore_keys=None, **gen_kwargs):
+        if not self.args.predict_with_generate or prediction_loss_only or "labels" not in inputs:
+            return super().prediction_step(model, inputs, prediction_loss_only, ignore_keys=ignore_keys, **gen_kwargs)
+        loss, generated, _ = super().prediction_step(
+            model, inputs, prediction_loss_only, ignore_keys=ignore_keys, **gen_kwargs
+        )
+        inputs = self._prepare_inputs(inputs)
+        labels = inputs["labels"]
+        with torch.no_grad(), self.compute_loss_context_manager():
+            # a second, teacher-forced pass: the base class discards the logits of its own
+            logits = _split_logits(model(**inputs).logits)
+        teacher_forced, row_nll = _teacher_forced(logits, labels)
+        width = max(generated.shape[-1], labels.shape[-1])
+        predictions = (
+            _pad_to(generated, width, self._pad_id()),
+            _pad_to(teacher_forced, width, IGNORE_INDEX),
+            row_nll,
+        )
+        return loss, predictions, _pad_to(labels, width, IGNORE_INDEX)
+
+    def _pad_id(self) -> int:
+        pad = getattr(self.processing_class, "pad_token_id", None)
+        return pad if pad is not None else self.model.config.pad_token_id
+
+
+def build_compute_metrics(tokenizer: PreTrainedTokenizerBase):
+    """`compute_metrics` for `TranslationTrainer`: accuracy always; BLEU, chrF and mean length when generating."""
+
+    def compute_metrics(eval_pred) -> dict[str, float]:
+        predictions, labels = eval_pred.predictions, eval_pred.label_ids
+        generated, teacher_forced, _ = _unpack(predictions)
+        correct, total = token_accuracy_counts(teacher_forced, labels, IGNORE_INDEX)
+        metrics = {"accuracy": correct / max(total, 1)}
+        if generated is not None:
+            pad = tokenizer.pad_token_id
+            hyps = tokenizer.batch_decode(np.where(generated < 0, pad, generated), skip_special_tokens=True)
+            refs = tokenizer.batch_decode(np.where(labels < 0, pad, labels), skip_special_tokens=True)
+            scores = translation_scores(hyps, refs)
+            metrics.update(bleu=scores["bleu"], chrf=scores["chrf"])
+            special = np.array(tokenizer.all_special_ids)
+            metrics["gen_len"] = float(np.mean(~np.isin(generated, special) & (generated >= 0)) * generated.shape[-1])
+        return metrics
+
+    return compute_metrics
+
+
+@dataclass
+class TranslationRun:
+    """What `train_translation` returns: the trained model, its tokenizer, the trainer and the final scores."""
+
+    model: AgfForConditionalGeneration
+    tokenizer: PreTrainedTokenizerBase
+    trainer: TranslationTrainer
+    datasets: Any
+    train_metrics: dict[str, float] = field(default_factory=dict)
+    scores: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
+def _load_or_train_tokenizer(args, raw, tokenizer, vocab_size, tokenizer_model, langs):
+    out = Path(args.output_dir)
+    if isinstance(tokenizer, PreTrainedTokenizerBase):
+        return tokenizer
+    if tokenizer is not None:
+        return AutoTokenizer.from_pretrained(str(tokenizer))
+    if (out / TOKENIZER_FILE).is_file():
+        # a resumed or restarted run must keep the vocabulary its checkpoints were trained with
+        logger.info("reusing the tokenizer saved in %s", out)
+        return AutoTokenizer.from_pretrained(str(out))
+    logger.info("training a %s tokenizer with %d tokens on %d pairs", tokenizer_model, vocab_size, len(raw["train"]))
+    tok = train_joint_tokenizer(raw["train"], vocab_size, languages=langs, model=tokenizer_model, seed=args.seed)
+    if args.process_index == 0:
+        tok.save_pretrained(str(out))
+    return tok
+
+
+def train_translation(
+    args: Seq2SeqTrainingArguments,
+    *,
+    dataset: str | os.PathLike | Sequence[str | os.PathLike] = "libreoffice",
+    source_lang: str = "en",
+    target_lang: str = "de",
+    size: str = "base",
+    position_encoding: str = "agf",
+    pcmv: bool = False,
+    label_smoothing: float = 0.1,
+    model_overrides: dict[str, Any] | None = None,
+    tokenizer: PreTrainedTokenizerBase | str | os.PathLike | None = None,
+    vocab_size: int = 8000,
+    tokenizer_model: str = "bpe",
+    max_source_length: int = 128,
+    max_target_length: int = 128,
+    max_train_samples: int | None = None,
+    max_eval_samples: int | None = None,
+    max_test_samples: int | None = None,
+    test_splits: Sequence[str] = ("test", "gnome"),
+    num_beams: int = 4,
+    resume_from_checkpoint: bool | str | None = None,
+    callbacks: Sequence[TrainerCallback] | None = None,
+) -> TranslationRun:
+    """Trains an AGF-family translation model with `Seq2SeqTrainer` and scores it on the test sets.
+
+    Args:
+        args: training arguments, usually from `translation_training_arguments(output_dir, ...)`. Label smoothing
+            belongs to the model (`label_smoothing`), so `args.label_smoothing_factor` must stay 0.
+        dataset: `"libreoffice"` (embedded, offline), `"wmt17"` (Hub) or local files; see
+            `load_translation_dataset`.
+        source_lang: source language key.
+        target_lang: target language key.
+        size: a key of `MODEL_SIZES`.
+        position_encoding: `AgfConfig.position_encoding` (`"agf"`, `"sinusoidal"`, `"rope"`, `"alibi"`,
+            `"kerple_power"`, `"kerple_log"`, `"t5"`, `"none"`).
+        pcmv: PCM-V (AGF only).
+        label_smoothing: label smoothing of the training loss.
+        model_overrides: further `AgfConfig` fields.
+        tokenizer: an existing tokenizer or its folder; default: train one on the training split (or reuse the one
+            already saved in `args.output_dir`).
+        vocab_size: size of a newly trained tokenizer.
+        tokenizer_model: `"bpe"` or `"unigram"`.
+        max_source_length: source truncation, in subwords.
+        max_target_length: target truncation, and the generation limit.
+        max_train_samples: use a fixed random subset of the training split.
+        max_eval_samples: likewise for the validation split used during training.
+        max_test_samples: likewise for each final test split.
+        test_splits: splits scored after training (those missing from the dataset are skipped).
+        num_beams: beam size of the final scoring (and of the saved generation config).
+        resume_from_checkpoint: True to continue from the last checkpoint in `args.output_dir`, or a checkpoint path.
+        callbacks: extra `TrainerCallback`s.
+
+    Returns:
+        A `TranslationRun`; the model, tokenizer, generation config, `train_results.json` and
+        `<split>_results.json` (scores with sacrebleu signatures) are saved in `args.output_dir`.
+    """
+    if args.label_smoothing_factor:
+        raise ValueError(
+            f"label_smoothing_factor={args.label_smoothing_factor} would smooth the loss twice; pass "
+            "label_smoothing= to train_translation instead (the model computes the smoothed loss)"
+        )
+    if resume_from_checkpoint is True:
+        last = get_last_checkpoint(args.output_dir) if os.path.isdir(args.output_dir) else None
+        if last is None:
+            raise FileNotFoundError(f"resume: no checkpoint-* folder in {args.output_dir} to resume from")
+        resume_from_checkpoint = last
+    elif resume_from_checkpoint and not os.path.isdir(resume_from_checkpoint):
+        raise FileNotFoundError(f"checkpoint folder {resume_from_checkpoint} does not exist")
+    set_seed(args.seed)
+    os.makedirs(args.output_dir, exist_ok=True)
+
+    with args.main_process_first(desc="loading data and tokenizer"):
+        raw = load_translation_dataset(dataset, source_lang, target_lang)
+        raw["train"] = take_subset(raw["train"], max_train_samples)
+        raw["validation"] = take_subset(raw["validation"], max_eval_samples)
+        for split in raw:
+            if split not in ("train", "validation"):
+                raw[split] = take_subset(raw[split], max_test_samples)
+        tok = _load_or_train_tokenizer(args, raw, tokenizer, vocab_size, tokenizer_model, (source_lang, target_lang))
+        tokenized = preprocess_translation(
+            raw,
+            tok,
+            source_lang,
+            target_lang,
+            max_source_length=max_source_length,
+            max_target_length=max_target_length,
+        )
+
+    config = build_agf_config(
+        tok, size, position_encoding, pcmv, label_smoothing=label_smoothing, **(model_overrides or {})
+    )
+    model = AgfForConditionalGeneration(config)
+    model.generation_config = GenerationConfig(
+        decoder_start_token_id=config.decoder_start_token_id,
+        bos_token_id=config.bos_token_id,
+        eos_token_id=config.eos_token_id,
+        pad_token_id=config.pad_token_id,
+        num_beams=num_beams,
+        # decoder length including the start token: at most as many tokens as a training target holds
+        max_length=max_target_length + 1,
+    )
+    logger.info(
+        "model: %s, %s%s, %.2fM parameters",
+        size,
+        position_encoding,
+        " + PCM-V" if pcmv else "",
+        sum(p.numel() for p in model.parameters()) / 1e6,
+    )
+
+    trainer = TranslationTrainer(
+        model=model,
+        args=args,
+        train_dataset=tokenized["train"],
+        eval_dataset=tokenized["validation"],
+        processing_class=tok,
+        data_collator=DataCollatorForSeq2Seq(
+            tok, model=model, label_pad_token_id=IGNORE_INDEX, pad_to_multiple_of=8 if args.bf16 or args.fp16 else None
+        ),
+        compute_metrics=build_compute_metrics(tok),
+        callbacks=list(callbacks or []),
+    )
+    train_output = trainer.train(resume_from_checkpoint=resume_from_checkpoint)
+    # Trainer wrote use_cache=False into the config for training (hf_integration.md §11.2)
+    model.config.use_cache = True
+    trainer.save_model()
+    trainer.log_metrics("train", train_output.metrics)
+    trainer.save_metrics("train", train_output.metrics)
+    trainer.save_state()
+
+    run = TranslationRun(model, tok, trainer, raw, train_metrics=train_output.metrics)
+    for split in test_splits:
+        if split not in raw:
+            logger.info("no %s split in this dataset; not scored", split)
+            continue
+        scores = evaluate_translation(
+            model,
+            tok,
+            raw[split],
+            source_lang=source_lang,
+            target_lang=target_lang,
+            max_source_length=max_source_length,
+            max_target_length=max_target_length,
+            batch_size=args.per_device_eval_batch_size,
+            num_beams=num_beams,
+            bf16=args.bf16,
+            tokenized=tokenized[split],
+            desc=split,
+            disable_tqdm=args.disable_tqdm,
+        )
+        run.scores[split] = scores
+        if args.process_index == 0:
+            _write_json(Path(args.output_dir) / f"{split}_results.json", scores)
+            print(format_scores(scores, title=f"{split} ({len(raw[split])} segments)"))
+    return run
+
+
+def _write_json(path: Path, scores: dict) -> None:
+    payload = {k: v for k, v in scores.items() if k != "hypotheses"}
+    path.write_text(json.dumps(payload, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
+def evaluate_translation(
+    model,
+    tokenizer: PreTrainedTokenizerBase,
+    dataset,
+    *,
+    source_lang: str = "en",
+    target_lang: str = "de",
+    max_source_length: int = 128,
+    max_target_length: int = 128,
+    batch_size: int = 32,
+    num_beams: int = 4,
+    max_length: int | None = None,
+    bf16: bool = False,
+    tokenized=None,
+    desc: str = "test",
+    disable_tqdm: bool = False,
+    generate: bool = True,
+) -> dict[str, Any]:
+    """Scores a model on one raw `translation` split: BLEU and chrF of its translations against the raw references,
+    and teacher-forced token accuracy and cross-entropy on the tokenised references.
+
+    Runs through `TranslationTrainer.predict`, so it batches, shows a progress bar and works under `torchrun`. The
+    cross-entropy is evaluated without label smoothing.
+
+    Args:
+        model: an `AgfForConditionalGeneration` (any seq2seq model with `generate` works).
+        tokenizer: its tokenizer.
+        dataset: the raw split, a `translation` column with `source_lang` and `target_lang`.
+        source_lang: source language key.
+        target_lang: target language key; its raw strings are the BLEU / chrF references.
+        max_source_length: source truncation.
+        max_target_length: reference truncation for accuracy and loss.
+        batch_size: evaluation batch size per device.
+        num_beams: beam size.
+        max_length: most generated target tokens (default: `max_target_length`).
+        bf16: bf16 autocast.
+        tokenized: `dataset` already passed through `preprocess_translation` (row order unchanged).
+        desc: name of the split in logs and metric keys.
+        disable_tqdm: no progress bar.
+        generate: False skips decoding: only accuracy and loss (a teacher-forced pass, much cheaper).
+
+    Returns:
+        `{"bleu", "chrf", "bleu_signature", "chrf_signature", "accuracy", "loss", "perplexity", "segments",
+        "target_tokens", "num_beams", "hypotheses"}` (without the BLEU / chrF entries and hypotheses when
+        `generate=False`); `loss` is the token-level cross-entropy over all target tokens (batch-independent).
+    """
+    if len(dataset) == 0:
+        raise ValueError(f"the {desc} split is empty")
+    if tokenized is None:
+        tokenized = preprocess_translation(
+            dataset,
+            tokenizer,
+            source_lang,
+            target_lang,
+            max_source_length=max_source_length,
+            max_target_length=max_target_length,
+        )
+    max_length = max_length or max_target_length
+    smoothing = getattr(model.config, "label_smoothing", 0.0)
+    model.config.label_smoothing = 0.0
+    try:
+        with tempfile.TemporaryDirectory(prefix="plldr_hf_eval_") as tmp:
+            eval_args = Seq2SeqTrainingArguments(
+                output_dir=tmp,
+                per_device_eval_batch_size=batch_size,
+                predict_with_generate=generate,
+                report_to="none",
+                bf16=bf16,
+                disable_tqdm=disable_tqdm,
+                use_cpu=not torch.cuda.is_available(),
+            )
+            trainer = TranslationTrainer(
+                model=model,
+                args=eval_args,
+                processing_class=tokenizer,
+                data_collator=DataCollatorForSeq2Seq(tokenizer, model=model, label_pad_token_id=IGNORE_INDEX),
+            )
+            output = trainer.predict(tokenized, metric_key_prefix=desc, max_length=max_length + 1, num_beams=num_beams)
+    finally:
+        model.config.label_smoothing = smoothing
+    generated, teacher_forced, row_nll = _unpack(output.predictions)
+    correct, total = token_accuracy_counts(teacher_forced, output.label_ids, IGNORE_INDEX)
+    loss = float(np.sum(row_nll, dtype=np.float64) / max(total, 1))
+    result = {
+        "accuracy": correct / max(total, 1),
+        "loss": loss,
+        "perplexity": math.exp(min(loss, 50.0)),
+        "segments": len(dataset),
+        "target_tokens": total,
+    }
+    if not generate:
+        return result
+    pad = tokenizer.pad_token_id
+    hypotheses = tokenizer.batch_decode(np.where(generated < 0, pad, generated), skip_special_tokens=True)
+    references = [pair[target_lang] for pair in dataset["translation"]]
+    scores = translation_scores(hypotheses, references)
+    return {
+        "bleu": scores["bleu"],
+        "chrf": scores["chrf"],
+        **result,
+        "bleu_signature": scores["bleu_signature"],
+        "chrf_signature": scores["chrf_signature"],
+        "num_beams": num_beams,
+        "hypotheses": hypotheses,
+    }
+
+
+def format_scores(scores: dict[str, Any], title: str = "") -> str:
+    """A small plain-text table of one `evaluate_translation` result, with the sacrebleu signatures."""
+    rows = [
+        ("BLEU", f"{scores['bleu']:.2f}", scores["bleu_signature"]),
+        ("chrF", f"{scores['chrf']:.2f}", scores["chrf_signature"]),
+        ("accuracy", f"{100 * scores['accuracy']:.2f}%", f"teacher-forced, {scores['target_tokens']} target tokens"),
+        ("loss", f"{scores['loss']:.4f}", f"perplexity {scores['perplexity']:.2f}"),
+    ]
+    width = max(len(r[1]) for r in rows)
+    lines = [title] if title else []
+    lines += [f"  {name:<9} {value:>{width}}  {note}" for name, value, note in rows]
+    return "\n".join(lines)
+
+
+def translate(
+    model,
+    tokenizer: PreTrainedTokenizerBase,
+    texts: Sequence[str],
+    *,
+    batch_size: int = 16,
+    num_beams: int = 4,
+    max_new_tokens: int = 256,
+    max_source_length: int = 256,
+) -> list[str]:
+    """Translates a list of source strings with beam search (batched, in order)."""
+    if isinstance(texts, str):
+        raise TypeError("texts must be a list of strings, not a single string")
+    model.eval()
+    device = next(model.parameters()).device
+    out: list[str] = []
+    for start in range(0, len(texts), batch_size):
+        batch = tokenizer(
+            list(texts[start : start + batch_size]),
+            max_length=max_source_length,
+            truncation=True,
+            padding=True,
+            return_tensors="pt",
+        ).to(device)
+        with torch.no_grad():
+            # max_length, not max_new_tokens, to agree with the saved generation config (one start token + new ones)
+            generated = model.generate(**batch, num_beams=num_beams, max_length=max_new_tokens + 1)
+        out.extend(tokenizer.batch_decode(generated, skip_special_tokens=True))
+    return out

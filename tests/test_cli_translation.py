@@ -1,0 +1,105 @@
+"""`plldr-hf train agf`, `plldr-hf evaluate` and `plldr-hf translate`, run in-process on CPU with tiny settings."""
+
+import io
+import json
+
+import pytest
+
+from plldr_hf.cli import build_parser, main
+
+
+TRAIN = [
+    "train", "agf", "--tiny", "--position", "rope", "--max-steps", "6", "--eval-steps", "3", "--save-steps", "3",
+    "--logging-steps", "3", "--max-eval-samples", "8", "--max-test-samples", "8", "--no-progress",
+]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    out = tmp_path_factory.mktemp("agf_cli")
+    assert main([*TRAIN, "--output-dir", str(out)]) == 0
+    return out
+
+
+def test_help_lists_the_translation_commands(capsys):
+    from plldr_hf.models.agf.configuration_agf import POSITION_ENCODINGS
+
+    parser = build_parser()
+    with pytest.raises(SystemExit):
+        parser.parse_args(["train", "agf", "--help"])
+    text = capsys.readouterr().out
+    for flag in ("--position", "--pcmv", "--dataset", "--max-steps", "--resume", "--tiny"):
+        assert flag in text
+    args = parser.parse_args(["train", "agf", "--position", "kerple_log", "--pcmv", "--dataset", "a.jsonl", "b.jsonl"])
+    assert (args.position, args.pcmv, args.dataset) == ("kerple_log", True, ["a.jsonl", "b.jsonl"])
+    # the CLI keeps its own copy of the choices so that `--help` needs no transformers import
+    from plldr_hf.commands.train.agf import POSITION_ENCODINGS as CLI_CHOICES
+
+    assert CLI_CHOICES == POSITION_ENCODINGS
+    with pytest.raises(SystemExit):
+        parser.parse_args(["train"])
+    assert "FAMILY" in capsys.readouterr().err
+
+
+def test_train_writes_a_complete_model_folder(trained):
+    config = json.loads((trained / "config.json").read_text())
+    assert config["model_type"] == "agf" and config["position_encoding"] == "rope" and not config["pcmv"]
+    for name in ("model.safetensors", "tokenizer.json", "generation_config.json", "test_results.json"):
+        assert (trained / name).is_file(), name
+    assert (trained / "checkpoint-6").is_dir()
+    state = json.loads((trained / "trainer_state.json").read_text())
+    assert state["global_step"] == 6
+    assert [h["step"] for h in state["log_history"] if "eval_bleu" in h] == [3, 6]
+
+
+def test_evaluate_reproduces_the_training_scores(trained, tmp_path, capsys):
+    out = tmp_path / "scores.json"
+    argv = ["evaluate", str(trained), "--split", "test", "gnome", "--max-samples", "8", "--format", "json"]
+    argv += ["--max-source-length", "32", "--max-target-length", "32", "--output-json", str(out)]
+    argv += ["--hypotheses", str(tmp_path / "hyps.txt")]
+    assert main(argv) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert printed == json.loads(out.read_text())
+    # same fixed 8-segment subset, same greedy decoding as the scoring at the end of training
+    at_training = json.loads((trained / "test_results.json").read_text())
+    for key in ("bleu", "chrf", "accuracy", "target_tokens", "bleu_signature", "chrf_signature"):
+        assert printed["test"][key] == pytest.approx(at_training[key]), key
+    assert printed["gnome"]["segments"] == 8
+    assert len((tmp_path / "hyps.test.txt").read_text(encoding="utf-8").splitlines()) == 8
+
+    assert main(["evaluate", str(trained), "--split", "test", "--max-samples", "4", "--max-target-length", "32"]) == 0
+    table = capsys.readouterr().out
+    assert "BLEU" in table and "nrefs:1|case:mixed" in table and "accuracy" in table
+
+
+def test_translate_arguments_and_stdin(trained, capsys, monkeypatch):
+    assert main(["translate", str(trained), "Click OK.", "Open the file.", "--max-new-tokens", "8"]) == 0
+    assert len(capsys.readouterr().out.splitlines()) == 2
+    monkeypatch.setattr("sys.stdin", io.StringIO("Save the document.\nClose the window.\nQuit.\n"))
+    assert main(["translate", str(trained), "--max-new-tokens", "8"]) == 0
+    assert len(capsys.readouterr().out.splitlines()) == 3
+
+
+def test_resume_continues_from_the_last_checkpoint(trained):
+    # tag the last checkpoint's state: a resumed run carries its log history on, a fresh start would not
+    state_file = trained / "checkpoint-6" / "trainer_state.json"
+    state = json.loads(state_file.read_text())
+    state["log_history"].append({"resume_marker": 1.0, "step": 6})
+    state_file.write_text(json.dumps(state))
+
+    assert main([*TRAIN, "--output-dir", str(trained), "--max-steps", "8", "--resume"]) == 0
+    state = json.loads((trained / "trainer_state.json").read_text())
+    assert state["global_step"] == 8
+    assert any("resume_marker" in h for h in state["log_history"]), "did not resume from checkpoint-6"
+
+
+def test_clear_errors(tmp_path):
+    with pytest.raises(SystemExit, match="does not exist"):
+        main(["translate", str(tmp_path / "missing"), "hello"])
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "bert"}))
+    with pytest.raises(SystemExit, match="no evaluation for model_type 'bert'.*supported: .*agf"):
+        main(["evaluate", str(tmp_path)])
+    with pytest.raises(SystemExit, match="translation needs an agf model"):
+        main(["translate", str(tmp_path), "hello"])
+    with pytest.raises(SystemExit, match="no checkpoint"):
+        main([*TRAIN, "--output-dir", str(tmp_path / "fresh"), "--resume"])

@@ -1,0 +1,46 @@
+"""The main job end to end at smoke-test scale: `plldr-hf quickstart --minutes 1` (tiny models, fixed steps)."""
+
+import json
+import math
+
+import pytest
+
+from plldr_hf.cli import main
+from plldr_hf.quickstart import QuickstartPlan
+
+
+def test_quickstart_quick_mode_writes_everything(tmp_path):
+    out = tmp_path / "quickstart"
+    assert main(["quickstart", "--output-dir", str(out), "--minutes", "1"]) == 0
+
+    metrics = json.loads((out / "metrics.json").read_text())
+    pldr, agf = metrics["pldrllm"], metrics["agf"]
+    assert pldr["steps"] == pldr["max_steps"] == 40
+    assert math.isfinite(pldr["validation_perplexity"]) and 1 < pldr["validation_perplexity"] < 512
+    assert set(pldr["collapse"]["order_parameter"]) == {"A", "A_LM", "A_P", "G_LM"}
+    # a 40-step model is not input-invariant: collapse() must refuse it and say why
+    assert pldr["collapse"]["refused"] and "order parameter" in pldr["collapse"]["refused"]
+    assert pldr["decode_speed"]["collapsed_tok_s"] > 0 and pldr["decode_speed"]["uncollapsed_kv_g_cache_tok_s"] > 0
+    assert len(pldr["samples"]) == 3
+    assert agf["steps"] == agf["max_steps"] == 60
+    for key in ("bleu", "chrf", "accuracy"):
+        assert math.isfinite(agf[key]) and agf[key] >= 0
+    assert agf["bleu_signature"].startswith("nrefs:1|case:mixed|eff:no|tok:13a")
+    assert len(agf["examples"]) == 4
+
+    assert metrics["reload"]["pldrllm"] == {"class": "PldrllmForCausalLM", "identical": True, "collapsed": False}
+    assert metrics["reload"]["pldrllm-collapsed"]["collapsed"] is True
+    assert metrics["reload"]["agf"]["generates"] is True
+    for plots in (pldr["plots"], agf["plots"]):
+        for path in plots.values():
+            with open(path, "rb") as png:
+                assert png.read(8) == b"\x89PNG\r\n\x1a\n"
+    summary = (out / "summary.md").read_text()
+    assert f"{pldr['validation_perplexity']:.2f}" in summary and f"{agf['bleu']:.2f}" in summary
+    for folder in ("pldrllm", "pldrllm-collapsed", "agf"):
+        assert (out / folder / "model.safetensors").is_file() and (out / folder / "tokenizer.json").is_file()
+
+
+def test_quickstart_rejects_a_bad_budget():
+    with pytest.raises(ValueError, match="--minutes"):
+        QuickstartPlan.for_minutes(0)

@@ -1,0 +1,222 @@
+"""Translation data, tokenizer and a 30-step `Seq2SeqTrainer` run of a tiny AGF + PCM-V model, offline."""
+
+import gzip
+import json
+
+import pytest
+import sacrebleu
+import torch
+from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+
+from plldr_hf.evaluation import token_accuracy_counts
+from plldr_hf.training.data import (
+    load_translation_dataset,
+    preprocess_translation,
+    take_subset,
+    train_joint_tokenizer,
+)
+from plldr_hf.training.seq2seq import (
+    evaluate_translation,
+    train_translation,
+    translate,
+    translation_training_arguments,
+)
+
+
+PAIRS = [
+    {"en": f"Open file number {i} .", "de": f"Datei Nummer {i} öffnen ."} for i in range(40)
+]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def libreoffice():
+    return load_translation_dataset("libreoffice")
+
+
+def test_embedded_dataset_splits(libreoffice):
+    sizes = {split: len(ds) for split, ds in libreoffice.items()}
+    assert sizes == {"train": 32346, "validation": 1141, "test": 1416, "gnome": 3560}
+    assert libreoffice["train"].features["translation"].languages == ["en", "de"]
+    train_en = {pair["en"] for pair in libreoffice["train"]["translation"]}
+    assert not any(pair["en"] in train_en for pair in libreoffice["test"]["translation"]), "test leaks into train"
+
+
+def _write_jsonl(path, rows):
+    with gzip.open(path, "wt", encoding="utf-8") as f:
+        f.writelines(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
+
+
+def test_local_files_schema_and_splits(tmp_path):
+    _write_jsonl(tmp_path / "train.jsonl.gz", [{"translation": p} for p in PAIRS[:30]])
+    # flat language columns and an extra column are accepted for a named split
+    (tmp_path / "held.jsonl").write_text("".join(json.dumps({**p, "id": i}) + "\n" for i, p in enumerate(PAIRS[30:])))
+
+    ds = load_translation_dataset(
+        [tmp_path / "train.jsonl.gz", f"test={tmp_path / 'held.jsonl'}"], validation_size=5, out_of_domain_test=False
+    )
+    assert sorted(ds) == ["test", "train", "validation"]
+    assert (len(ds["train"]), len(ds["validation"]), len(ds["test"])) == (25, 5, 10)
+    assert ds["test"].column_names == ["translation"]
+    assert ds["test"][0]["translation"] == PAIRS[30]
+
+    # a folder of split-named files, Parquet included, plus the GNOME out-of-domain split
+    import pandas as pd
+
+    folder = tmp_path / "corpus"
+    folder.mkdir()
+    _write_jsonl(folder / "train.jsonl.gz", [{"translation": p} for p in PAIRS[:20]])
+    pd.DataFrame({"translation": PAIRS[20:30]}).to_parquet(folder / "dev.parquet")
+    pd.DataFrame({"translation": PAIRS[30:]}).to_parquet(folder / "test.parquet")
+    ds = load_translation_dataset(folder)
+    assert {s: len(d) for s, d in ds.items()} == {"train": 20, "validation": 10, "test": 10, "gnome": 3560}
+
+
+@pytest.mark.parametrize(
+    "make, match",
+    [
+        (lambda p: ["no_such_corpus"], "neither a known name"),
+        (lambda p: [p / "notes.txt"], "unsupported file type"),
+        (lambda p: [p / "train.jsonl.gz", p / "bad.jsonl"], "cannot tell which split"),
+        (lambda p: [f"test={p / 'bad.jsonl'}"], "no training data"),
+        (lambda p: [p / "bad.jsonl"], "expected a 'translation' column"),
+    ],
+    ids=["unknown-name", "bad-extension", "ambiguous-split", "no-train", "bad-schema"],
+)
+def test_bad_dataset_arguments_are_named(tmp_path, make, match):
+    _write_jsonl(tmp_path / "train.jsonl.gz", [{"translation": p} for p in PAIRS])
+    (tmp_path / "bad.jsonl").write_text(json.dumps({"source": "a", "target": "b"}) + "\n")
+    (tmp_path / "notes.txt").write_text("hello\n")
+    with pytest.raises((ValueError, FileNotFoundError), match=match):
+        load_translation_dataset(make(tmp_path), validation_size=1, test_size=1)
+
+
+def test_wmt17_offline_gives_a_clear_error():
+    # conftest sets HF_DATASETS_OFFLINE=1, so this must fail at once and say what to do instead
+    with pytest.raises(RuntimeError, match="wmt/wmt17.*use --dataset libreoffice"):
+        load_translation_dataset("wmt17")
+
+
+@pytest.mark.parametrize("model", ["bpe", "unigram"])
+def test_joint_tokenizer_round_trip(libreoffice, tmp_path, model):
+    train = take_subset(libreoffice["train"], 2000)
+    tok = train_joint_tokenizer(train, vocab_size=400, model=model)
+    assert (tok.pad_token_id, tok.bos_token_id, tok.eos_token_id, tok.unk_token_id) == (0, 1, 2, 3)
+    assert len(tok) == 400
+
+    pair = libreoffice["test"][3]["translation"]
+    ids = tok(pair["en"])["input_ids"]
+    assert ids[-1] == tok.eos_token_id and tok.bos_token_id not in ids
+    assert tok.decode(ids, skip_special_tokens=True) == pair["en"]
+    # German subwords come from the same vocabulary
+    assert tok.decode(tok(text_target=pair["de"])["input_ids"], skip_special_tokens=True) == pair["de"]
+
+    tok.save_pretrained(tmp_path)
+    reloaded = AutoTokenizer.from_pretrained(tmp_path)
+    assert reloaded(pair["en"], text_target=pair["de"]) == tok(pair["en"], text_target=pair["de"])
+
+    with pytest.raises(ValueError, match="no room"):
+        train_joint_tokenizer(["a b"], vocab_size=4)
+
+
+def test_training_arguments_guards(tmp_path):
+    args = translation_training_arguments(tmp_path, label_smoothing_factor=0.1)
+    with pytest.raises(ValueError, match="smooth the loss twice"):
+        train_translation(args)
+    args = translation_training_arguments(tmp_path / "empty")
+    with pytest.raises(FileNotFoundError, match="no checkpoint"):
+        train_translation(args, resume_from_checkpoint=True)
+
+
+def _teacher_forced_reference(model, tokenizer, raw, max_length):
+    """Independent accuracy and cross-entropy: plain forward passes, one segment at a time."""
+    tokenized = preprocess_translation(raw, tokenizer, max_source_length=max_length, max_target_length=max_length)
+    correct = total = 0
+    nll = 0.0
+    with torch.no_grad():
+        for row in tokenized:
+            labels = torch.tensor([row["labels"]])
+            logits = model(input_ids=torch.tensor([row["input_ids"]]), labels=labels).logits
+            c, t = token_accuracy_counts(logits, labels)
+            correct, total = correct + c, total + t
+            nll += torch.nn.functional.cross_entropy(logits[0], labels[0], reduction="sum").item()
+    return correct, total, nll / total
+
+
+def test_seq2seq_trainer_30_steps_end_to_end(tmp_path):
+    args = translation_training_arguments(
+        tmp_path,
+        max_steps=30,
+        eval_steps=30,
+        save_steps=30,
+        logging_steps=5,
+        warmup_steps=5,
+        learning_rate=3e-3,
+        per_device_train_batch_size=16,
+        per_device_eval_batch_size=16,
+        use_cpu=True,
+        disable_tqdm=True,
+    )
+    length = 32
+    run = train_translation(
+        args,
+        dataset="libreoffice",
+        size="tiny",
+        position_encoding="agf",
+        pcmv=True,
+        vocab_size=300,
+        max_train_samples=2000,
+        max_eval_samples=24,
+        max_test_samples=24,
+        max_source_length=length,
+        max_target_length=length,
+        num_beams=1,
+    )
+
+    # training ran and learned something: the loss fell, accuracy beats chance (1/300) by far
+    losses = [h["loss"] for h in run.trainer.state.log_history if "loss" in h]
+    assert run.trainer.state.global_step == 30 and len(losses) == 6
+    assert losses[-1] < losses[0] - 0.2, losses
+    evals = [h for h in run.trainer.state.log_history if "eval_bleu" in h]
+    assert len(evals) == 1 and evals[0]["step"] == 30
+    assert 0.02 < evals[0]["eval_accuracy"] < 1
+    assert 0 <= evals[0]["eval_bleu"] <= 100 and 0 < evals[0]["eval_chrf"] <= 100
+
+    # final scores on the in-domain and the out-of-domain test sets, with sacrebleu signatures
+    assert sorted(run.scores) == ["gnome", "test"]
+    for split, scores in run.scores.items():
+        assert scores["segments"] == 24
+        assert (
+            scores["bleu_signature"] == f"nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:{sacrebleu.__version__}"
+        )
+        assert 0.02 < scores["accuracy"] < 1 and scores["loss"] > 0
+        saved = json.loads((tmp_path / f"{split}_results.json").read_text())
+        assert saved["chrf"] == scores["chrf"] and "hypotheses" not in saved
+
+    # what was saved reproduces everything: model + tokenizer reload and give the same translations and accuracy
+    model = AutoModelForSeq2SeqLM.from_pretrained(tmp_path).eval()
+    tokenizer = AutoTokenizer.from_pretrained(tmp_path)
+    assert model.config.model_type == "agf" and model.config.pcmv and model.config.use_cache
+    assert len(tokenizer) == model.config.vocab_size == 300
+    raw_test = run.datasets["test"]
+    sources = [pair["en"] for pair in raw_test["translation"]]
+    # other batch sizes than the evaluation used: the model is padding-invariant, so greedy output is identical
+    hyps = translate(
+        model, tokenizer, sources, batch_size=5, num_beams=1, max_new_tokens=length, max_source_length=length
+    )
+    assert hyps == run.scores["test"]["hypotheses"]
+    refs = [p["de"] for p in raw_test["translation"]]
+    assert run.scores["test"]["bleu"] == pytest.approx(sacrebleu.corpus_bleu(hyps, [refs]).score)
+    assert run.scores["test"]["chrf"] == pytest.approx(sacrebleu.corpus_chrf(hyps, [refs]).score)
+    correct, total, loss = _teacher_forced_reference(model, tokenizer, raw_test, length)
+    assert total == run.scores["test"]["target_tokens"]
+    assert correct / total == pytest.approx(run.scores["test"]["accuracy"])
+    assert loss == pytest.approx(run.scores["test"]["loss"], rel=1e-5)
+    # the cheap teacher-forced-only evaluation gives the same accuracy and loss without decoding
+    quick = evaluate_translation(
+        model, tokenizer, raw_test, max_source_length=length, max_target_length=length, generate=False
+    )
+    assert "bleu" not in quick and quick["accuracy"] == pytest.approx(run.scores["test"]["accuracy"])
+    assert quick["loss"] == pytest.approx(run.scores["test"]["loss"], rel=1e-5)
+
+    assert (tmp_path / "checkpoint-30" / "tokenizer.json").is_file()
+    assert list((tmp_path / "runs").glob("*/events.out.tfevents.*")), "no TensorBoard log"

@@ -1,0 +1,78 @@
+"""The README's commands work as written: the set-up commands match `.ci/run`, the Python quick starts run, every
+`plldr-hf` command line parses against the real CLI, the `--tiny` training commands run, and every referenced
+script exists."""
+
+import re
+import shlex
+import subprocess
+import sys
+
+import pytest
+
+from plldr_hf.cli import build_parser
+from tests.conftest import REPO_ROOT
+
+
+README = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
+
+
+def code_blocks(language: str) -> list[str]:
+    return re.findall(rf"```{language}\n(.*?)```", README, re.S)
+
+
+def shell_lines() -> list[str]:
+    lines = []
+    for block in code_blocks("bash"):
+        for line in block.replace("\\\n", " ").splitlines():
+            line = line.split("  #")[0].strip()
+            if line:
+                lines.append(line)
+    return lines
+
+
+def plldr_commands() -> list[list[str]]:
+    # optional parts written as [--flag VALUE] are documentation, not arguments
+    return [shlex.split(re.sub(r"\[[^\]]*\]", "", line))[1:] for line in shell_lines() if line.startswith("plldr-hf ")]
+
+
+def test_setup_commands_match_ci():
+    install, test = code_blocks("bash")[:2]
+    ci = (REPO_ROOT / ".ci" / "run").read_text()
+    assert "pip install torch==2.13.0" in install and 'pip install -e ".[dev]"' in install
+    assert install.strip().endswith("plldr-hf quickstart")
+    assert test.strip() == "python -m pytest -q"
+    for command in ("pip install torch==2.13.0", 'pip install -e ".[dev]"', "python -m pytest -q"):
+        assert command in ci, f".ci/run does not run {command!r}"
+
+
+@pytest.mark.parametrize("index", [0, 1], ids=["pldrllm", "agf"])
+def test_auto_class_quick_starts_run(index):
+    exec(compile(code_blocks("python")[index], f"README python block {index}", "exec"), {})
+
+
+@pytest.mark.parametrize("argv", plldr_commands(), ids=lambda argv: " ".join(argv)[:60])
+def test_cli_lines_parse(argv):
+    args = build_parser().parse_args(argv)
+    assert callable(args.func)
+
+
+def test_referenced_scripts_exist():
+    for line in shell_lines():
+        for path in re.findall(r"\b((?:examples|benchmarks|tools)/[\w/.-]+\.py)", line):
+            assert (REPO_ROOT / path).is_file(), f"README refers to missing {path}"
+    for path in re.findall(r"`((?:plldr_hf|examples|benchmarks|model_cards|tools)/[\w/.*-]+)`", README):
+        if "*" not in path:
+            assert (REPO_ROOT / path).exists(), f"README refers to missing {path}"
+
+
+@pytest.mark.parametrize("family", ["pldrllm", "agf"])
+def test_tiny_training_commands_run(family, tmp_path):
+    assert f"plldr-hf train {family} --tiny" in README
+    result = subprocess.run(
+        [sys.executable, "-m", "plldr_hf", "train", family, "--tiny", "--output-dir", str(tmp_path / family)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert (tmp_path / family / "model.safetensors").is_file()

@@ -58,32 +58,11 @@ def tiny_tokenizer():
 
 def tiny_pldrllm(vocab_size: int, collapsed: bool = True):
     """A tiny PLDR-LLM; with `collapsed`, its metric learner is made input-invariant and G is frozen."""
-    from plldr_hf import PldrllmConfig, PldrllmForCausalLM
+    from tests.utils import make_invariant, tiny_model
 
-    config = PldrllmConfig(
-        vocab_size=vocab_size,
-        hidden_size=32,
-        num_attention_heads=2,
-        head_dim=16,
-        intermediate_size=37,
-        num_hidden_layers=2,
-        A_dff=8,
-        num_reslayerA=2,
-        num_denseA=2,
-        max_position_embeddings=64,
-        pad_token_id=0,
-        bos_token_id=1,
-        eos_token_id=2,
-    )
-    model = PldrllmForCausalLM(config).eval()
+    model = tiny_model("sdpa", vocab_size=vocab_size, pad_token_id=0, bos_token_id=1, eos_token_id=2)
     if collapsed:
-        with torch.no_grad():
-            # a zero-gain final LayerNorm of the metric learner returns its bias: G no longer depends on the input
-            for layer in model.decoder.dec_layers:
-                norm = layer.mha1.reslayerAs[-1].layernormA
-                norm.weight.zero_()
-                norm.bias.normal_()
-        report = model.collapse()
+        report = make_invariant(model).collapse()
         assert report.invariant and model.config.collapsed
     return model
 

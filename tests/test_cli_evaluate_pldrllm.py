@@ -9,8 +9,8 @@ from datasets import Dataset
 
 from plldr_hf.cli import main
 from plldr_hf.commands.evaluate.pldrllm import perplexity
-from tests.models.test_modeling_pldrllm import tiny_model
 from tests.test_collapse import tiny_tokenizer
+from tests.utils import tiny_model
 
 
 def test_evaluate_pldrllm_perplexity(tmp_path):

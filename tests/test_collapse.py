@@ -11,8 +11,7 @@ from transformers.cache_utils import DynamicCache, DynamicLayer
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
 from plldr_hf.models.pldrllm import modeling_pldrllm as mp
-from tests.models.test_modeling_pldrllm import make_invariant, tiny_model
-from tests.utils import assert_close
+from tests.utils import assert_close, make_invariant, tiny_model
 
 
 def input_ids(batch=2, length=11, seed=3):

@@ -9,7 +9,7 @@ import torch
 
 from plldr_hf import diagnostics as dg
 from plldr_hf.models.pldrllm import modeling_pldrllm as mp
-from tests.models.test_modeling_pldrllm import make_invariant, tiny_model
+from tests.utils import make_invariant, tiny_model
 
 
 D = 16

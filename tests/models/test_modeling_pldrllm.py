@@ -10,40 +10,7 @@ from transformers import AutoConfig, AutoModelForCausalLM, DynamicCache
 import plldr_hf
 from plldr_hf import PldrllmConfig, PldrllmForCausalLM
 from plldr_hf.models.pldrllm import modeling_pldrllm as mp
-from tests.utils import assert_close
-
-
-def tiny_config(**overrides) -> PldrllmConfig:
-    kwargs = dict(
-        vocab_size=99,
-        hidden_size=32,
-        num_attention_heads=2,
-        head_dim=16,
-        intermediate_size=37,
-        num_hidden_layers=2,
-        A_dff=8,
-        num_reslayerA=2,
-        num_denseA=2,
-        max_position_embeddings=64,
-    )
-    kwargs.update(overrides)
-    return PldrllmConfig(**kwargs)
-
-
-def tiny_model(attn_implementation="eager", **overrides) -> PldrllmForCausalLM:
-    config = tiny_config(**overrides)
-    config._attn_implementation = attn_implementation
-    return PldrllmForCausalLM(config).eval()
-
-
-def make_invariant(model: PldrllmForCausalLM) -> PldrllmForCausalLM:
-    """Force the metric learner to an input-independent output: a zero-gain final LayerNorm returns its bias."""
-    with torch.no_grad():
-        for layer in model.decoder.dec_layers:
-            norm = layer.mha1.reslayerAs[-1].layernormA
-            norm.weight.zero_()
-            norm.bias.normal_()
-    return model
+from tests.utils import assert_close, make_invariant, tiny_config, tiny_model
 
 
 def constant_g_models():

@@ -56,7 +56,7 @@ class QuickstartPlan:
             # smoke-test scale: tiny models, a few dozen steps each
             return cls(minutes, "tiny", 40, 64, 8, 512, "tiny", 60, 2000, 60, 1000, 1, 16, time_limited=False)
         # about 10 minutes on a laptop-class CPU (measured on 2 cores: see the README)
-        return cls(minutes, "small", 160, 128, 8, 2048, "small", 700, 12000, 300, 4000, 4, 48, time_limited=True)
+        return cls(minutes, "mini", 400, 128, 8, 2048, "small", 700, 12000, 300, 4000, 4, 48, time_limited=True)
 
     def budget_callbacks(self, share: float) -> list:
         """A `TimeBudgetCallback` for `share` of the budget (none at smoke-test scale, which runs its fixed steps)."""

@@ -80,6 +80,23 @@ SIZES = {
         "vocab_size": 1024,
         "learning_rate": 1e-3,
     },
+    # minutes on a CPU (the quickstart): 2 layers, 4 heads × 32, a 4-unit metric learner of 32→85→32 GLUs
+    "mini": {
+        "model": dict(
+            hidden_size=128,
+            num_attention_heads=4,
+            head_dim=32,
+            num_hidden_layers=2,
+            intermediate_size=341,
+            A_dff=85,
+            num_reslayerA=4,
+            num_denseA=2,
+        ),
+        "block_size": 128,
+        "batch_size": 8,
+        "vocab_size": 2048,
+        "learning_rate": 1e-3,
+    },
     # the released per-head PLGA (d = 64, 8 residual units of 64→170→64 GLUs) in a 4-layer, 256-wide model;
     # about 5 s per step on a 2-core CPU (a Llama of the same shape: about 1.5 s)
     "small": {

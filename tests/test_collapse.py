@@ -6,7 +6,7 @@ import re
 
 import pytest
 import torch
-from transformers import AutoModelForCausalLM, StaticCache
+from transformers import AutoModelForCausalLM, CompileConfig, StaticCache
 from transformers.cache_utils import DynamicCache, DynamicLayer
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
@@ -269,3 +269,16 @@ def test_generate_speed_benchmark_quick_mode(tmp_path):
     table = output.read_text()
     for label in ("collapsed", "KV + G cache", "no cache", "Llama", "a/d", "a/b", "a/c"):
         assert label in table
+
+
+def test_collapsed_generate_with_static_cache_compiles_fullgraph():
+    # issue 9: the collapsed forward has no data-dependent shapes or branches, so the decode step is one graph
+    model = tiny_model("sdpa")
+    model.collapse([[model.config.eos_token_id], [5, 6, 7, 8]], force=True)
+    ids = torch.tensor([[5, 6, 7, 8, 9], [10, 11, 12, 13, 14]])
+    kwargs = dict(attention_mask=torch.ones_like(ids), max_new_tokens=6, min_new_tokens=6, do_sample=False)
+    reference = model.generate(ids, **kwargs)
+    compile_config = CompileConfig(fullgraph=True, dynamic=False, mode="default")
+    compile_config._compile_all_devices = True  # transformers compiles generate() on accelerators only by default
+    compiled = model.generate(ids, cache_implementation="static", compile_config=compile_config, **kwargs)
+    assert torch.equal(compiled, reference)

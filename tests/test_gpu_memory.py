@@ -81,6 +81,5 @@ def test_flex_pcmv_training_peak_memory_grows_linearly_with_length():
     # the control: the materialised scores make the eager path grow quadratically
     assert _growth(eager_peaks) > 3.0, report
     assert _growth(flex_peaks) < 2.5, report
-    # and at the longest length the fused step needs less than one fp32 score matrix of one attention layer
-    one_score_matrix = BATCH * 4 * max(LENGTHS) ** 2 * 4
-    assert flex_peaks[-1] < one_score_matrix, report
+    # and at the longest length the fused step needs a fraction of what the eager one needs
+    assert flex_peaks[-1] < eager_peaks[-1] / 4, report

@@ -248,10 +248,31 @@ class AttentionPositionTerms:
     value_log_coefficient: PositionTerm | None = None
 
     def grid(self, num_heads: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """Index tensors for the eager path: head (1, H, 1, 1) and delta = m − n (B, 1, Lq, Lk)."""
+        """Index tensors over every score: head (1, H, 1, 1) and delta = m − n (B, 1, Lq, Lk)."""
         delta = self.query_positions[:, None, :, None] - self.key_positions[:, None, None, :]
         head = torch.arange(num_heads, device=delta.device).view(1, -1, 1, 1)
         return head, delta
+
+    def distance_table(self, num_heads: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """What the eager path evaluates the terms on: every distance once, then one gather per score.
+
+        Returns head (H, 1), the distinct distances δ_min … δ_max as (1, N), and each score's index into them,
+        (B, 1, Lq, Lk). A term evaluated on (head, distances) gives an (H, N) table; `gather_distance_table` spreads
+        it over the scores. The formulas then run on H·N values instead of B·H·Lq·Lk, and their gradient is one
+        index_add into the table instead of an accumulating scatter over every score.
+        """
+        delta = self.query_positions[:, None, :, None] - self.key_positions[:, None, None, :]
+        low, high = (int(value) for value in delta.aminmax()) if delta.numel() else (0, 0)
+        distances = torch.arange(low, high + 1, device=delta.device)[None, :]
+        head = torch.arange(num_heads, device=delta.device)[:, None]
+        return head, distances, delta - low
+
+
+def gather_distance_table(table: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+    """(H, N) values per head and distance → (B, H, Lq, Lk) values per score, for `index` (B, 1, Lq, Lk)."""
+    batch, _, q_len, k_len = index.shape
+    heads = table.shape[0]
+    return table.index_select(1, index.reshape(-1)).view(heads, batch, q_len, k_len).transpose(0, 1)
 
 
 class AgfPositionCoefficient(nn.Module):
@@ -490,18 +511,25 @@ def eager_attention_forward(
     scores = scores.to(torch.promote_types(scores.dtype, torch.float32)) * scaling
     value_weight = None
     if position_terms is not None:
-        head, delta = position_terms.grid(query.shape[1])
-        log_c = None
+        num_heads = query.shape[1]
+        head, distances, index = position_terms.distance_table(num_heads)
+
+        def per_score(term: Callable, exp: bool = False) -> torch.Tensor:
+            # the term on every (head, distance) pair once, exp'd there if asked, then gathered per score
+            table = term(head, distances).float().expand(num_heads, distances.shape[-1])
+            return gather_distance_table(torch.exp(table) if exp else table, index)
+
+        coefficient = None
         if position_terms.log_coefficient is not None:
-            log_c = position_terms.log_coefficient(head, delta)
-            scores = scores * torch.exp(log_c)
+            coefficient = per_score(position_terms.log_coefficient, exp=True)
+            scores = scores * coefficient
         if position_terms.bias is not None:
-            scores = scores + position_terms.bias(head, delta)
+            scores = scores + per_score(position_terms.bias)
         if position_terms.value_log_coefficient is not None:
             if position_terms.value_log_coefficient is position_terms.log_coefficient:
-                value_weight = torch.exp(log_c)
+                value_weight = coefficient
             else:
-                value_weight = torch.exp(position_terms.value_log_coefficient(head, delta))
+                value_weight = per_score(position_terms.value_log_coefficient, exp=True)
     keep = None
     if attention_mask is not None:
         keep, additive = _split_mask(attention_mask)

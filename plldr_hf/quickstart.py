@@ -65,24 +65,23 @@ class QuickstartPlan:
         return [TimeBudgetCallback(self.minutes * 60 * share)] if self.time_limited else []
 
 
-def _median_seconds(fn, repeats: int = 3) -> float:
-    fn()  # warm-up
-    times = []
-    for _ in range(repeats):
+def decode_speeds(models: dict, prompt: torch.Tensor, new_tokens: int, rounds: int = 5) -> dict[str, float]:
+    """Greedy tokens per second of each model, exactly `new_tokens` per run: one warm-up each, then `rounds` rounds
+    in which every model runs once in turn (so background load hits all alike); the median run counts."""
+
+    def run(model):
         start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
-
-
-def _decode_speed(model, prompt: torch.Tensor, new_tokens: int) -> float:
-    """Greedy tokens per second (median of 3 after a warm-up), exactly `new_tokens` per run."""
-
-    def run():
         with torch.no_grad():
             model.generate(prompt, max_new_tokens=new_tokens, min_new_tokens=new_tokens, do_sample=False)
+        return time.perf_counter() - start
 
-    return new_tokens * prompt.shape[0] / _median_seconds(run)
+    for model in models.values():
+        run(model)
+    times = {name: [] for name in models}
+    for _ in range(rounds):
+        for name, model in models.items():
+            times[name].append(run(model))
+    return {name: new_tokens * prompt.shape[0] / statistics.median(values) for name, values in times.items()}
 
 
 def run_pldrllm(plan: QuickstartPlan, out: Path) -> dict:
@@ -140,12 +139,10 @@ def run_pldrllm(plan: QuickstartPlan, out: Path) -> dict:
         samples.append({"prompt": text, "text": tokenizer.decode(generated[0], skip_special_tokens=True)})
 
     prompt = torch.randint(6, len(tokenizer), (1, 32), generator=torch.Generator().manual_seed(0))
-    speed = {
-        "uncollapsed_kv_g_cache_tok_s": _decode_speed(model, prompt, plan.decode_new_tokens),
-        "collapsed_tok_s": _decode_speed(collapsed, prompt, plan.decode_new_tokens),
-        "prompt_tokens": prompt.shape[1],
-        "new_tokens": plan.decode_new_tokens,
-    }
+    speed = decode_speeds(
+        {"uncollapsed_kv_g_cache_tok_s": model, "collapsed_tok_s": collapsed}, prompt, plan.decode_new_tokens
+    )
+    speed.update(prompt_tokens=prompt.shape[1], new_tokens=plan.decode_new_tokens)
     speed["collapsed_over_uncollapsed"] = speed["collapsed_tok_s"] / speed["uncollapsed_kv_g_cache_tok_s"]
     return {
         "run_dir": str(run_dir),
@@ -316,7 +313,8 @@ def write_summary(out: Path, results: dict) -> Path:
         "",
         f"Greedy decoding, batch 1, {speed['prompt_tokens']}-token prompt, {speed['new_tokens']} new tokens: "
         f"uncollapsed (KV + G cache) {speed['uncollapsed_kv_g_cache_tok_s']:.1f} tok/s, collapsed "
-        f"{speed['collapsed_tok_s']:.1f} tok/s ({speed['collapsed_over_uncollapsed']:.2f}×).",
+        f"{speed['collapsed_tok_s']:.1f} tok/s ({speed['collapsed_over_uncollapsed']:.2f}×; median of 5 interleaved "
+        "runs each).",
         "",
         "Samples (top-p 0.9, temperature 0.8):",
         "",

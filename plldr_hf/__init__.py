@@ -3,9 +3,10 @@
 Importing the package registers model types `pldrllm` and `agf` with the Auto classes.
 """
 
+from plldr_hf.conversion import load_predefined_g
 from plldr_hf.models import *  # noqa: F401,F403  (registers the Auto classes)
 from plldr_hf.models import __all__ as _model_names
 
 
 __version__ = "0.1.0"
-__all__ = [*_model_names, "__version__"]
+__all__ = [*_model_names, "load_predefined_g", "__version__"]

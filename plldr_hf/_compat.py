@@ -15,3 +15,33 @@ def register_translation_pipeline(pipeline_class) -> None:
     hf_pipelines.PIPELINE_REGISTRY.register_pipeline(
         "translation", pipeline_class=pipeline_class, pt_model=AutoModelForSeq2SeqLM, type="text"
     )
+
+
+def register_tokenizer_for_model_type(model_type: str, config_class, tokenizer_class) -> None:
+    """Make `AutoTokenizer` build `tokenizer_class` for `model_type` folders, whatever `tokenizer_class` their
+    `tokenizer_config.json` names.
+
+    The released PLDR-LLM folders name `LlamaTokenizerFast`, for which transformers 5 builds a BPE tokenizer that
+    encodes a SentencePiece unigram model wrongly. `AutoTokenizer.register` alone does not help: the class named in
+    `tokenizer_config.json` wins. Transformers 5 keeps a list of model types whose Hub configs name the wrong
+    tokenizer class (`MODELS_WITH_INCORRECT_HUB_TOKENIZER_CLASS`), for which it uses the class registered under the
+    model type instead; the model type is added there. tests/test_tokenizer_pldrllm.py checks the outcome against
+    `sentencepiece`, so a change of this mechanism in a later transformers fails loudly.
+    """
+    from transformers import AutoTokenizer
+    from transformers.models.auto import tokenization_auto
+
+    AutoTokenizer.register(config_class, tokenizer_class=tokenizer_class, exist_ok=True)
+    tokenization_auto.TOKENIZER_MAPPING_NAMES[model_type] = tokenizer_class.__name__
+    tokenization_auto.MODELS_WITH_INCORRECT_HUB_TOKENIZER_CLASS.add(model_type)
+
+
+def register_question_answering_pipeline(pipeline_class) -> None:
+    """Make `pipeline("question-answering", ...)` build `pipeline_class` (transformers 5 removed the task; see
+    `register_translation_pipeline`)."""
+    from transformers import AutoModelForQuestionAnswering
+
+    getattr(hf_pipelines, "REMOVED_TASKS", {}).pop("question-answering", None)
+    hf_pipelines.PIPELINE_REGISTRY.register_pipeline(
+        "question-answering", pipeline_class=pipeline_class, pt_model=AutoModelForQuestionAnswering, type="text"
+    )

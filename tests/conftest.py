@@ -1,4 +1,4 @@
-"""Test environment: offline Hub variables, a throwaway HF_HOME, seeding, and paths to the shared data."""
+"""Test environment: offline Hub variables, a throwaway HF_HOME, seeding, and the path of the in-repo fixtures."""
 
 import os
 import tempfile
@@ -24,8 +24,9 @@ torch.set_num_threads(1)
 
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-# CI clones the repo next to a copy of shared/ (../shared from the project root)
-SHARED = REPO_ROOT.parent / "shared"
+# every file a test reads lives inside the repo (tests/fixtures/README.md gives sources and licences), so the tests
+# pass on a plain clone
+FIXTURES = REPO_ROOT / "tests" / "fixtures"
 
 
 @pytest.fixture(autouse=True)
@@ -35,9 +36,8 @@ def _seed():
 
 
 @pytest.fixture(scope="session")
-def shared_dir() -> Path:
-    assert SHARED.is_dir(), f"shared data folder not found at {SHARED}"
-    return SHARED
+def fixtures_dir() -> Path:
+    return FIXTURES
 
 
 def pytest_collection_modifyitems(config, items):

@@ -1,5 +1,6 @@
 """BLEU / chrF through sacrebleu against the published WMT17 newstest2017 scores, and teacher-forced token accuracy."""
 
+import gzip
 import json
 
 import numpy as np
@@ -15,13 +16,15 @@ SYSTEMS = ["uedin-nmt.4722", "online-F.0", "online-A.0", "PROMT-Rule-based.4735"
 
 
 def _read_lines(path):
-    # split on "\n" and keep every line unstripped (shared/data/README.md): the BOM of online-A.0 is part of the score
-    return path.read_text(encoding="utf-8").split("\n")[:-1]
+    # split on "\n" and keep every line unstripped (tests/fixtures/README.md): the BOM of online-A.0 is part of the
+    # score; the files are stored gzip-compressed, byte for byte
+    with gzip.open(f"{path}.gz", "rt", encoding="utf-8", newline="") as handle:
+        return handle.read().split("\n")[:-1]
 
 
 @pytest.fixture(scope="module")
-def wmt17(shared_dir):
-    folder = shared_dir / "data" / "wmt17_newstest2017_en_de"
+def wmt17(fixtures_dir):
+    folder = fixtures_dir / "wmt17_newstest2017_en_de"
     expected = json.loads((folder / "expected_bleu.json").read_text(encoding="utf-8"))
     return folder, _read_lines(folder / "ref.de"), expected
 

@@ -111,7 +111,8 @@ def test_trainer_with_dag_callback_trains_lora_then_merge_then_collapse(tmp_path
     assert type(merged) is PldrllmForCausalLM
     assert not any("lora_" in n for n, _ in merged.named_parameters())
     with torch.no_grad():
-        assert_close("merged vs adapter logits", adapted, merged(input_ids=ids).logits, atol=1e-5, rtol=1e-5)
+        # merging changes the summation order of each adapted matmul; through the metric learner that reaches 2e-5
+        assert_close("merged vs adapter logits", adapted, merged(input_ids=ids).logits, atol=1e-4, rtol=1e-5)
         assert not torch.allclose(
             merged.decoder.dec_layers[0].mha1.plgatt_layer.pwlst,
             reference["decoder.dec_layers.0.mha1.plgatt_layer.pwlst"],

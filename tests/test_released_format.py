@@ -1,6 +1,6 @@
 """The released PLDR-LLM checkpoint format, both ways, and the reference outputs of the tiny_v51 fixture.
 
-The fixture (`shared/fixtures/pldrllm_reference/tiny_v51`) holds a random-weight checkpoint in the released Hub
+The fixture (`tests/fixtures/pldrllm_reference/tiny_v51`) holds a random-weight checkpoint in the released Hub
 format with outputs computed by the author's remote code (transformers 4.56.1, float32, CPU, eager); see its README.
 """
 
@@ -16,8 +16,8 @@ from tests.utils import assert_close
 
 
 @pytest.fixture(scope="module")
-def fixture_dir(shared_dir):
-    return shared_dir / "fixtures" / "pldrllm_reference" / "tiny_v51"
+def fixture_dir(fixtures_dir):
+    return fixtures_dir / "pldrllm_reference" / "tiny_v51"
 
 
 @pytest.fixture(scope="module")

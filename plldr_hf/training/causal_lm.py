@@ -35,10 +35,11 @@ from itertools import chain
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from plldr_hf.models.pldrllm.tokenization_pldrllm import SPECIAL_PIECES, PldrllmTokenizer
+
 
 if TYPE_CHECKING:
     from datasets import Dataset, DatasetDict
-    from transformers import PreTrainedTokenizerFast
 
 
 logger = logging.getLogger(__name__)
@@ -134,9 +135,7 @@ SIZES = {
     },
 }
 
-SPECIAL_PIECES = {"pad_token": "[PAD]", "unk_token": "[UNK]", "bos_token": "[START]", "eos_token": "[END]"}
 USER_PIECES = ("[SEP]", "[CLS]")
-SPM_MODEL_FILE = "sentencepiece.model"
 
 _TEXT_SUFFIXES = {".txt", ".text", ".md"}
 _TABLE_FORMATS = {".json": "json", ".jsonl": "json", ".parquet": "parquet", ".csv": "csv"}
@@ -322,7 +321,7 @@ def train_sentencepiece_tokenizer(
     model_max_length: int = 1024,
     num_threads: int | None = None,
     seed: int = 0,
-) -> PreTrainedTokenizerFast:
+) -> PldrllmTokenizer:
     """Trains a SentencePiece unigram tokenizer with the settings of the released PLDR-LLM tokenizer.
 
     Unigram, `byte_fallback=True`, `split_digits=True`, `nmt_nfkc` normalisation, dummy prefix, cased; special ids
@@ -330,7 +329,7 @@ def train_sentencepiece_tokenizer(
     (`pldr_llm.md` §6). The vocabulary is a soft limit: a small corpus gets fewer pieces. The SentencePiece model is
     converted to a `tokenizers` unigram pipeline (precompiled `nmt_nfkc` charsmap, `▁` metaspace, byte fallback),
     so the returned `PreTrainedTokenizerFast` encodes like SentencePiece; the original model is kept in
-    `tokenizer.sp_model_proto` and written next to it by `save_tokenizer`.
+    `tokenizer.sp_model_proto` and written next to it as `tokenizer.model` by `save_pretrained`.
 
     Args:
         data: a dataset with a `text` column (lines of each document are the training sentences) or an iterable
@@ -392,53 +391,14 @@ def train_sentencepiece_tokenizer(
     return tokenizer_from_sentencepiece(model.getvalue(), model_max_length=model_max_length)
 
 
-def tokenizer_from_sentencepiece(model_proto: bytes, model_max_length: int = 1024) -> PreTrainedTokenizerFast:
-    """A `PreTrainedTokenizerFast` from a serialised SentencePiece unigram model (same pieces, same encoding)."""
-    from sentencepiece import sentencepiece_model_pb2
-    from tokenizers import AddedToken, Regex, Tokenizer, decoders, normalizers, pre_tokenizers
-    from tokenizers.models import Unigram
-    from transformers import PreTrainedTokenizerFast
-
-    proto = sentencepiece_model_pb2.ModelProto()
-    proto.ParseFromString(model_proto)
-    if proto.trainer_spec.model_type != sentencepiece_model_pb2.TrainerSpec.UNIGRAM:
-        raise ValueError("tokenizer_from_sentencepiece: only unigram SentencePiece models are supported")
-    spec = proto.normalizer_spec
-    tokenizer = Tokenizer(
-        Unigram(
-            [(p.piece, p.score) for p in proto.pieces],
-            unk_id=proto.trainer_spec.unk_id,
-            byte_fallback=proto.trainer_spec.byte_fallback,
-        )
-    )
-    # SentencePiece order: charsmap normalisation, then whitespace clean-up, then the ▁ metaspace with dummy prefix
-    steps = [normalizers.Precompiled(spec.precompiled_charsmap)] if spec.precompiled_charsmap else []
-    if spec.remove_extra_whitespaces:
-        steps += [normalizers.Replace(Regex(r"\A +| +\z"), ""), normalizers.Replace(Regex(" {2,}"), " ")]
-    tokenizer.normalizer = normalizers.Sequence(steps)
-    prepend = "always" if spec.add_dummy_prefix else "never"
-    tokenizer.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme=prepend, split=False)
-    parts = [decoders.Replace("▁", " "), decoders.ByteFallback(), decoders.Fuse()]
-    if spec.add_dummy_prefix:
-        parts.append(decoders.Strip(content=" ", left=1))
-    tokenizer.decoder = decoders.Sequence(parts)
-    # control (3) and user-defined (4) pieces are atomic
-    tokenizer.add_special_tokens(
-        [AddedToken(p.piece, normalized=False, special=True) for p in proto.pieces if p.type in (3, 4)]
-    )
-    fast = PreTrainedTokenizerFast(
-        tokenizer_object=tokenizer, model_max_length=model_max_length, padding_side="left", **SPECIAL_PIECES
-    )
-    fast.sp_model_proto = model_proto
-    return fast
+def tokenizer_from_sentencepiece(model_proto: bytes, model_max_length: int = 1024) -> PldrllmTokenizer:
+    """A `PldrllmTokenizer` from a serialised SentencePiece unigram model (same pieces, same encoding)."""
+    return PldrllmTokenizer(sp_model_proto=model_proto, model_max_length=model_max_length)
 
 
 def save_tokenizer(tokenizer, output_dir: str | os.PathLike) -> None:
-    """`save_pretrained` plus the SentencePiece model (`sentencepiece.model`) when the tokenizer came from one."""
+    """`save_pretrained`; a `PldrllmTokenizer` also writes its SentencePiece model as `tokenizer.model`."""
     tokenizer.save_pretrained(output_dir)
-    proto = getattr(tokenizer, "sp_model_proto", None)
-    if proto is not None:
-        Path(output_dir, SPM_MODEL_FILE).write_bytes(proto)
 
 
 def pack_into_blocks(

@@ -53,7 +53,13 @@ from transformers import initialization as init
 from transformers.cache_utils import Cache, DynamicCache, DynamicLayer
 from transformers.masking_utils import create_causal_mask
 from transformers.modeling_layers import GradientCheckpointingLayer
-from transformers.modeling_outputs import BaseModelOutputWithPast, CausalLMOutputWithPast
+from transformers.modeling_outputs import (
+    BaseModelOutputWithPast,
+    CausalLMOutputWithPast,
+    QuestionAnsweringModelOutput,
+    SequenceClassifierOutputWithPast,
+    TokenClassifierOutput,
+)
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
 from .configuration_pldrllm import PldrllmConfig
@@ -1051,10 +1057,184 @@ class PldrllmForCausalLM(PldrllmPreTrainedModel, GenerationMixin):
         )
 
 
+@dataclass
+class PldrllmSequenceClassifierOutput(SequenceClassifierOutputWithPast):
+    """`SequenceClassifierOutputWithPast` plus `pldr_attentions` (see `PldrllmModelOutput`)."""
+
+    pldr_attentions: tuple[tuple[torch.FloatTensor, ...], ...] | None = None
+
+
+@dataclass
+class PldrllmTokenClassifierOutput(TokenClassifierOutput):
+    """`TokenClassifierOutput` plus `pldr_attentions` (see `PldrllmModelOutput`)."""
+
+    pldr_attentions: tuple[tuple[torch.FloatTensor, ...], ...] | None = None
+
+
+@dataclass
+class PldrllmQuestionAnsweringOutput(QuestionAnsweringModelOutput):
+    """`QuestionAnsweringModelOutput` plus `pldr_attentions` (see `PldrllmModelOutput`)."""
+
+    pldr_attentions: tuple[tuple[torch.FloatTensor, ...], ...] | None = None
+
+
+class _PldrllmHeadModel(PldrllmPreTrainedModel):
+    """Shared body of the released task heads: the decoder under `decoder`, run without a cache."""
+
+    def get_input_embeddings(self) -> nn.Embedding:
+        return self.decoder.embedding
+
+    def set_input_embeddings(self, value: nn.Embedding) -> None:
+        self.decoder.embedding = value
+
+    def _run_decoder(self, input_ids, attention_mask, position_ids, inputs_embeds, kwargs) -> PldrllmModelOutput:
+        kwargs.pop("use_cache", None)
+        kwargs.pop("past_key_values", None)
+        kwargs.pop("cache", None)
+        return self.decoder(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            position_ids=position_ids,
+            inputs_embeds=inputs_embeds,
+            use_cache=False,
+            return_dict=True,
+            **kwargs,
+        )
+
+
+class PldrllmForSequenceClassification(_PldrllmHeadModel):
+    """PLDR-LLM with the released sequence-classification head `score` (no bias) on the last non-pad token.
+
+    The pooled position is the last position the `attention_mask` keeps (left or right padding alike); without a
+    mask, the last token that is not `pad_token_id`, as in the released code.
+    """
+
+    def __init__(self, config: PldrllmConfig):
+        super().__init__(config)
+        self.num_labels = config.num_labels
+        self.decoder = PldrllmModel(config)
+        self.score = nn.Linear(config.hidden_size, config.num_labels, bias=False)
+        self.post_init()
+
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        position_ids: torch.LongTensor | None = None,
+        inputs_embeds: torch.FloatTensor | None = None,
+        labels: torch.LongTensor | None = None,
+        return_dict: bool | None = None,
+        **kwargs,
+    ) -> PldrllmSequenceClassifierOutput | tuple:
+        return_dict = return_dict if return_dict is not None else self.config.return_dict
+        outputs = self._run_decoder(input_ids, attention_mask, position_ids, inputs_embeds, kwargs)
+        logits = self.score(outputs.last_hidden_state)  # (B, S, num_labels)
+        batch, seq_len = logits.shape[:2]
+        positions = torch.arange(seq_len, device=logits.device)
+        if attention_mask is not None:
+            keep = attention_mask.to(logits.device).bool()
+        elif input_ids is not None and self.config.pad_token_id is not None:
+            keep = input_ids.to(logits.device) != self.config.pad_token_id
+        else:
+            keep = torch.ones(batch, seq_len, dtype=torch.bool, device=logits.device)
+        last = (positions * keep).argmax(-1)  # (B,)
+        pooled_logits = logits[torch.arange(batch, device=logits.device), last]
+        loss = None
+        if labels is not None:
+            loss = self.loss_function(logits=logits, labels=labels, pooled_logits=pooled_logits, config=self.config)
+        output = PldrllmSequenceClassifierOutput(
+            loss=loss,
+            logits=pooled_logits,
+            hidden_states=outputs.hidden_states,
+            attentions=outputs.attentions,
+            pldr_attentions=outputs.pldr_attentions,
+        )
+        return output if return_dict else output.to_tuple()
+
+
+class PldrllmForTokenClassification(_PldrllmHeadModel):
+    """PLDR-LLM with the released token-classification head: dropout (`classifier_dropout`, default 0.1) + `score`
+    with bias."""
+
+    def __init__(self, config: PldrllmConfig):
+        super().__init__(config)
+        self.num_labels = config.num_labels
+        self.decoder = PldrllmModel(config)
+        dropout = getattr(config, "classifier_dropout", None)
+        self.dropout = nn.Dropout(0.1 if dropout is None else dropout)
+        self.score = nn.Linear(config.hidden_size, config.num_labels, bias=True)
+        self.post_init()
+
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        position_ids: torch.LongTensor | None = None,
+        inputs_embeds: torch.FloatTensor | None = None,
+        labels: torch.LongTensor | None = None,
+        return_dict: bool | None = None,
+        **kwargs,
+    ) -> PldrllmTokenClassifierOutput | tuple:
+        return_dict = return_dict if return_dict is not None else self.config.return_dict
+        outputs = self._run_decoder(input_ids, attention_mask, position_ids, inputs_embeds, kwargs)
+        logits = self.score(self.dropout(outputs.last_hidden_state))
+        loss = None if labels is None else self.loss_function(logits, labels, self.config)
+        output = PldrllmTokenClassifierOutput(
+            loss=loss,
+            logits=logits,
+            hidden_states=outputs.hidden_states,
+            attentions=outputs.attentions,
+            pldr_attentions=outputs.pldr_attentions,
+        )
+        return output if return_dict else output.to_tuple()
+
+
+class PldrllmForQuestionAnswering(_PldrllmHeadModel):
+    """PLDR-LLM with the released extractive question-answering head `qa_outputs` (2 logits per token, bias)."""
+
+    def __init__(self, config: PldrllmConfig):
+        super().__init__(config)
+        self.decoder = PldrllmModel(config)
+        self.qa_outputs = nn.Linear(config.hidden_size, 2, bias=True)
+        self.post_init()
+
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        position_ids: torch.LongTensor | None = None,
+        inputs_embeds: torch.FloatTensor | None = None,
+        start_positions: torch.LongTensor | None = None,
+        end_positions: torch.LongTensor | None = None,
+        return_dict: bool | None = None,
+        **kwargs,
+    ) -> PldrllmQuestionAnsweringOutput | tuple:
+        return_dict = return_dict if return_dict is not None else self.config.return_dict
+        kwargs.pop("token_type_ids", None)
+        outputs = self._run_decoder(input_ids, attention_mask, position_ids, inputs_embeds, kwargs)
+        start_logits, end_logits = self.qa_outputs(outputs.last_hidden_state).split(1, dim=-1)
+        start_logits, end_logits = start_logits.squeeze(-1).contiguous(), end_logits.squeeze(-1).contiguous()
+        loss = None
+        if start_positions is not None and end_positions is not None:
+            loss = self.loss_function(start_logits, end_logits, start_positions, end_positions)
+        output = PldrllmQuestionAnsweringOutput(
+            loss=loss,
+            start_logits=start_logits,
+            end_logits=end_logits,
+            hidden_states=outputs.hidden_states,
+            attentions=outputs.attentions,
+            pldr_attentions=outputs.pldr_attentions,
+        )
+        return output if return_dict else output.to_tuple()
+
+
 __all__ = [
     "PldrllmPreTrainedModel",
     "PldrllmModel",
     "PldrllmForCausalLM",
+    "PldrllmForSequenceClassification",
+    "PldrllmForTokenClassification",
+    "PldrllmForQuestionAnswering",
     "PldrllmCacheLayer",
     "PldrllmCollapseReport",
     "dag_loss",

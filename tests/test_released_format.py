@@ -111,8 +111,11 @@ def test_reference_batched_g_cache(reference_model, expected, cache_first_G):
     assert_close(f"{key}.logits", expected[f"{key}.logits"], torch.stack(out.logits, dim=1))
 
 
-def test_reference_left_padded_batch_eager(reference_model, expected):
-    # padded positions enter the Gram matrix in the reference; the eager path reproduces that exactly
+def test_reference_left_padded_batch_eager(fixture_dir, expected):
+    # padded positions enter the Gram matrix in the reference; `reference_padding=True` reproduces that exactly
+    reference_model = AutoModelForCausalLM.from_pretrained(
+        fixture_dir, attn_implementation="eager", reference_padding=True
+    ).eval()
     ids, mask = expected["padded.input_ids"], expected["padded.attention_mask"]
     with torch.no_grad():
         plain = reference_model(ids, attention_mask=mask, use_cache=False, output_pldr_attentions=True)
@@ -123,6 +126,21 @@ def test_reference_left_padded_batch_eager(reference_model, expected):
     assert_close("padded.logits_with_position_ids", expected["padded.logits_with_position_ids"], with_pos.logits)
     for i in range(2):
         assert_close(f"padded.layer{i}.G_LM", expected[f"padded.layer{i}.G_LM"], plain.pldr_attentions[i][3])
+
+
+@pytest.mark.parametrize("attn_implementation", ["eager", "sdpa"])
+def test_default_padded_row_equals_the_reference_row_alone(fixture_dir, expected, attn_implementation):
+    # by default pads stay out of the Gram matrix and positions follow the mask: the left-padded row reproduces the
+    # reference model's own unpadded run of that row, with and without explicit position_ids, on both backends
+    model = AutoModelForCausalLM.from_pretrained(fixture_dir, attn_implementation=attn_implementation).eval()
+    ids, mask = expected["padded.input_ids"], expected["padded.attention_mask"]
+    pads = int((mask[1] == 0).sum())
+    with torch.no_grad():
+        plain = model(ids, attention_mask=mask, use_cache=False).logits
+        with_pos = model(ids, attention_mask=mask, position_ids=expected["padded.position_ids"], use_cache=False)
+    reference_row = expected["padded.row1_unpadded_logits"].reshape(plain[1, pads:].shape)
+    assert_close("padded row 1 vs reference alone", reference_row, plain[1, pads:])
+    assert_close("padded row 1 (position_ids) vs reference alone", reference_row, with_pos.logits[1, pads:])
 
 
 def test_save_writes_released_format(reference_model, fixture_dir, tmp_path):

@@ -94,6 +94,13 @@ class PldrllmConfig(PreTrainedConfig):
         collapsed (`bool`, *optional*):
             Package-only. Set by `PldrllmForCausalLM.collapse()`: attention uses the constant G stored in
             `decoder.past_G_values` instead of running the metric learner. Default: `False`.
+        reference_padding (`bool`, *optional*):
+            Package-only (issue 13). `False`: positions that the 2D `attention_mask` marks as padding do not enter the
+            Gram matrix, positions default to `cumsum(attention_mask) − 1`, and sequences packed into one row
+            (`position_ids` restarting at 0, no mask) each get their own Gram matrix and attention, so padding,
+            batching and packing never change a row's numbers. `True`: the reference code's behaviour, where every
+            position of the call (pads included) enters the Gram matrix and positions run 0..S−1. Unpadded, unpacked
+            inputs give the same numbers either way. Default: `False`.
 
     Example:
 
@@ -146,6 +153,7 @@ class PldrllmConfig(PreTrainedConfig):
         dag_weight_g_lm: float = 0.0,
         dag_loss_form: str = "log_ratio",
         collapsed: bool = False,
+        reference_padding: bool = False,
         **kwargs,
     ):
         self.vocab_size = vocab_size
@@ -181,6 +189,7 @@ class PldrllmConfig(PreTrainedConfig):
         self.dag_weight_g_lm = dag_weight_g_lm
         self.dag_loss_form = dag_loss_form
         self.collapsed = collapsed
+        self.reference_padding = reference_padding
         super().__init__(tie_word_embeddings=tie_word_embeddings, **kwargs)
         self._check_values()
 
@@ -217,6 +226,19 @@ class PldrllmConfig(PreTrainedConfig):
             raise ValueError(
                 f"PldrllmConfig: `rope_scaling` is not supported (released models use null), got {self.rope_scaling!r}"
             )
+        if not (isinstance(self.layer_norm_eps, (int, float)) and 0 < self.layer_norm_eps < 1):
+            raise ValueError(f"PldrllmConfig: `layer_norm_eps` must be in (0, 1), got {self.layer_norm_eps!r}")
+        if not (isinstance(self.initializer_range, (int, float)) and self.initializer_range >= 0):
+            raise ValueError(
+                f"PldrllmConfig: `initializer_range` must be a non-negative number, got {self.initializer_range!r}"
+            )
+        for name in ("pad_token_id", "bos_token_id", "eos_token_id"):
+            value = getattr(self, name)
+            ids = value if isinstance(value, (list, tuple)) else [value]
+            if value is not None and not all(isinstance(i, int) and 0 <= i < self.vocab_size for i in ids):
+                raise ValueError(
+                    f"PldrllmConfig: `{name}` must be None or an id in [0, vocab_size={self.vocab_size}), got {value!r}"
+                )
         if not self.rope_theta > 0:
             raise ValueError(f"PldrllmConfig: `rope_theta` must be positive, got {self.rope_theta!r}")
         if not 0.0 <= self.attention_dropout < 1.0:

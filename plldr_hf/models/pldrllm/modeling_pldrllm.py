@@ -84,7 +84,8 @@ class PldrllmModelOutput(BaseModelOutputWithPast):
     """Output of `PldrllmModel`: the stock fields plus the PLDR ones.
 
     `pldr_attentions[l]` is `(A, A_LM, A_P, G_LM)` of layer l, each (B or 1, H, d, d), when requested with
-    `output_pldr_attentions=True`; `dag_losses` (B, 3) holds the DAG values of (A_LM, A_P, G_LM) per sequence,
+    `output_pldr_attentions=True`; `dag_losses` (N, 3) holds the DAG values of (A_LM, A_P, G_LM) per sequence (N =
+    B, or the number of sequences of a packed batch),
     averaged over layers and heads, when they were computed.
     """
 
@@ -278,6 +279,21 @@ def _install_g_cache_layers(cache: Cache, num_layers: int) -> None:
             layers.append(new_layer)
 
 
+def packed_segment_ids(position_ids: torch.Tensor) -> tuple[torch.Tensor, int]:
+    """Sequence index of each position of a padding-free packed batch (B, S) and the most sequences in a row.
+
+    A new sequence starts wherever the position does not advance by one (transformers' `find_packed_sequence_indices`
+    rule, as `DataCollatorWithFlattening` writes them): positions [0 1 2 0 1 0] give [0 0 0 1 1 2].
+    """
+    segments = (torch.diff(position_ids, prepend=position_ids[:, :1] - 1, dim=-1) != 1).cumsum(-1)
+    return segments, int(segments.max()) + 1
+
+
+def _present_segments(segment_ids: torch.Tensor, num_segments: int) -> torch.Tensor:
+    # (B, K) bool: which sequence slots a row really has
+    return F.one_hot(segment_ids, num_segments).amax(1).bool()
+
+
 def eager_attention_forward(
     module: nn.Module,
     query: torch.Tensor,
@@ -403,11 +419,33 @@ class PldrllmAttention(nn.Module):
             )
             self.plgatt_layer = PldrllmPowerLawGraphLayer(self.num_heads, self.head_dim)
 
-    def deductive_outputs(self, q_rot: torch.Tensor, dag_form: str | None = None):
-        """(A, A_LM, A_P, G_LM, dag) from the rotated queries (B, H, S, d), all float32 (B, H, d, d)."""
+    def deductive_outputs(
+        self,
+        q_rot: torch.Tensor,
+        dag_form: str | None = None,
+        gram_weights: torch.Tensor | None = None,
+        segment_ids: torch.Tensor | None = None,
+        num_segments: int = 1,
+    ):
+        """(A, A_LM, A_P, G_LM, dag) from the rotated queries (B, H, S, d), all float32.
+
+        Each tensor is (B, H, d, d), or (B, K, H, d, d) with `segment_ids` (B, S) assigning the positions of a packed
+        row to K sequences, each with its own Gram matrix. `gram_weights` (B, S) is 1 for the positions that enter
+        the Gram matrix and 0 for padding. `dag` is (N, 3), averaged over heads, one row per sequence: N = B, or the
+        number of packed sequences.
+        """
         q = q_rot.float()
-        # Gram / density operator over all S positions of the call: no mask, no 1/S (reference, spec §3.5)
-        a = torch.matmul(q.transpose(-1, -2), q)
+        batch, heads, _, d = q.shape
+        # Gram / density operator over the positions of the call: no 1/S (reference, spec §3.5); the reference also
+        # has no mask, which `reference_padding` keeps
+        if segment_ids is None:
+            weighted = q if gram_weights is None else q * gram_weights[:, None, :, None].to(q.dtype)
+            a = torch.matmul(weighted.transpose(-1, -2), q)
+        else:
+            member = F.one_hot(segment_ids, num_segments).to(q.dtype)  # (B, S, K)
+            if gram_weights is not None:
+                member = member * gram_weights[..., None].to(q.dtype)
+            a = torch.einsum("bsk,bhsi,bhsj->bkhij", member, q, q).reshape(batch * num_segments, heads, d, d)
         a = _layer_norm_fp32(self.layernorm1, a)
         # the residual units act row-wise, so the B·H matrices are independent: run them in blocks of
         # METRIC_LEARNER_BLOCK matrices, whose 64→170 intermediates stay in the CPU cache (same values, bit for bit)
@@ -418,7 +456,13 @@ class PldrllmAttention(nn.Module):
             blocks.append(block)
         a = (blocks[0] if len(blocks) == 1 else torch.cat(blocks)).view(a.shape)
         a_lm, a_p, g_lm, dag = self.plgatt_layer(a, dag_form)
-        return a, a_lm, a_p, g_lm, dag
+        if segment_ids is None:
+            return a, a_lm, a_p, g_lm, dag
+        state = tuple(t.view(batch, num_segments, heads, d, d) for t in (a, a_lm, a_p, g_lm))
+        if dag is not None:
+            # one row per packed sequence, in (row, sequence) order (slots past a shorter row's last one dropped)
+            dag = dag.view(batch, num_segments, 3)[_present_segments(segment_ids, num_segments)]
+        return (*state, dag)
 
     def forward(
         self,
@@ -429,6 +473,9 @@ class PldrllmAttention(nn.Module):
         fixed_g: torch.Tensor | None = None,
         cache_first_G: bool = False,
         dag_form: str | None = None,
+        gram_weights: torch.Tensor | None = None,
+        segment_ids: torch.Tensor | None = None,
+        num_segments: int = 1,
         **kwargs,
     ):
         batch, seq_len, _ = hidden_states.shape
@@ -439,7 +486,7 @@ class PldrllmAttention(nn.Module):
         apply_rope = apply_rope_interleaved if self.config.reference_rope else apply_rope_half
         query, key = apply_rope(query, *rope), apply_rope(key, *rope)
 
-        dag = None
+        dag = projected = None
         if fixed_g is not None:
             # buffer slots (A, A_LM, G_LM), each (1, H, d, d); A_P is not stored in the released format
             state = (fixed_g[0], fixed_g[1], None, fixed_g[2])
@@ -451,12 +498,27 @@ class PldrllmAttention(nn.Module):
                 state = cache_layer.pldr_state
             else:
                 # prefill (or no cache): compute G from this call; an empty KV cache means a new generation
-                *state, dag = self.deductive_outputs(query, dag_form)
+                *state, dag = self.deductive_outputs(
+                    query, dag_form, gram_weights, segment_ids, num_segments if segment_ids is not None else 1
+                )
                 state = tuple(state)
+                if segment_ids is not None:
+                    # q' = q_rot·G of each position's own sequence
+                    g_all = state[3]  # (B, K, H, d, d)
+                    q_float = query.float()
+                    projected = torch.zeros_like(q_float)
+                    for k in range(num_segments):
+                        member = (segment_ids == k)[:, None, :, None].to(q_float.dtype)
+                        projected = projected + member * torch.matmul(q_float, g_all[:, k])
+                    # the state that continues (cache, outputs): the last sequence of each row
+                    last = segment_ids[:, -1]
+                    rows = torch.arange(batch, device=last.device)
+                    state = tuple(t[rows, last] for t in state)
                 if cache_layer is not None:
                     cache_layer.pldr_state = tuple(t[:1] for t in state) if cache_first_G else state
-        g_lm = state[3]
-        query = torch.matmul(query.float(), g_lm.float()).to(value.dtype)  # q' = q_rot·G, (B, H, S, d)
+        if projected is None:
+            projected = torch.matmul(query.float(), state[3].float())  # q' = q_rot·G, (B, H, S, d)
+        query = projected.to(value.dtype)
 
         if past_key_values is not None:
             key, value = past_key_values.update(key, value, self.layer_idx)
@@ -632,9 +694,6 @@ class PldrllmModel(PldrllmPreTrainedModel):
         if (input_ids is None) == (inputs_embeds is None):
             raise ValueError("PldrllmModel: pass exactly one of `input_ids` and `inputs_embeds`")
 
-        if inputs_embeds is None:
-            inputs_embeds = self.embedding(input_ids)
-        batch, seq_len = inputs_embeds.shape[:2]
         fixed = cfg.has_fixed_G
         if use_cache and past_key_values is None:
             past_key_values = DynamicCache(config=cfg)
@@ -643,17 +702,40 @@ class PldrllmModel(PldrllmPreTrainedModel):
         if past_key_values is not None and not fixed:
             _install_g_cache_layers(past_key_values, cfg.num_hidden_layers)
         past_len = past_key_values.get_seq_length() if past_key_values is not None else 0
+        compiling = torch.compiler.is_compiling()
+        if not compiling:
+            self._check_inputs(input_ids, inputs_embeds, attention_mask, past_len)
+        if inputs_embeds is None:
+            inputs_embeds = self.embedding(input_ids)
+        batch, seq_len = inputs_embeds.shape[:2]
+
+        # padding and packing (issue 13): pads stay out of the Gram matrix, positions follow the mask, and sequences
+        # packed into one row (positions restarting at 0, no mask) get their own Gram matrix and attention block
+        pad_aware = not cfg.reference_padding and not fixed
+        gram_weights = segment_ids = None
+        num_segments = 1
+        mask_2d = attention_mask is not None and attention_mask.dim() == 2
+        if not cfg.reference_padding and mask_2d and position_ids is None:
+            position_ids = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)[:, -seq_len:]
+        if pad_aware and mask_2d:
+            gram_weights = attention_mask[:, -seq_len:]
+        packed = (
+            not cfg.reference_padding and attention_mask is None and position_ids is not None and past_len == 0
+        )
+        if packed and not compiling and seq_len > 1:
+            segments, count = packed_segment_ids(position_ids if position_ids.dim() == 2 else position_ids[None])
+            if count > 1:
+                segment_ids, num_segments = segments.expand(batch, -1), count
         # a StaticCache reports its length as a tensor: the check would be a data-dependent branch under torch.compile
-        if (
-            cfg.reference_rope
-            and not torch.compiler.is_compiling()
-            and past_len + seq_len > cfg.max_position_embeddings
-        ):
-            raise ValueError(
-                f"PLDR-LLM: sequence length {past_len + seq_len} (cached {past_len} + new {seq_len}) exceeds "
-                f"max_position_embeddings={cfg.max_position_embeddings}, the length of the reference RoPE table "
-                f"(reference_rope=True); truncate the input"
-            )
+        if cfg.reference_rope and not compiling:
+            # the longest position decides (a packed row may be longer than any of its sequences)
+            longest = int(position_ids.max()) + 1 if position_ids is not None else past_len + seq_len
+            if longest > cfg.max_position_embeddings:
+                raise ValueError(
+                    f"PLDR-LLM: sequence length {longest} (cached {past_len} + new {seq_len}) exceeds "
+                    f"max_position_embeddings={cfg.max_position_embeddings}, the length of the reference RoPE table "
+                    f"(reference_rope=True); truncate the input"
+                )
         if position_ids is None:
             position_ids = torch.arange(seq_len, device=inputs_embeds.device)[None] + past_len
         if position_ids.dim() == 1:
@@ -670,7 +752,9 @@ class PldrllmModel(PldrllmPreTrainedModel):
             inputs_embeds=hidden_states,
             attention_mask=attention_mask,
             position_ids=position_ids,
-            **{_CACHE_KWARG: past_key_values},
+            # transformers builds the block-diagonal mask of packed sequences only without a cache; a packed call
+            # starts from an empty cache, so its mask does not depend on it
+            **{_CACHE_KWARG: None if segment_ids is not None else past_key_values},
         )
         rope = rope_cos_sin(position_ids, cfg.head_dim, cfg.rope_theta)
         dag_form = cfg.dag_loss_form if output_dag_losses and not fixed else None
@@ -688,6 +772,9 @@ class PldrllmModel(PldrllmPreTrainedModel):
                 fixed_g=fixed_g,
                 cache_first_G=cache_first_G,
                 dag_form=dag_form,
+                gram_weights=gram_weights,
+                segment_ids=segment_ids,
+                num_segments=num_segments,
                 **kwargs,
             )
             if output_hidden_states:
@@ -709,6 +796,34 @@ class PldrllmModel(PldrllmPreTrainedModel):
             **{_CACHE_FIELD: past_key_values},
         )
         return output if return_dict else output.to_tuple()
+
+    def _check_inputs(self, input_ids, inputs_embeds, attention_mask, past_len: int) -> None:
+        """Clear errors for inputs that would otherwise fail deep inside (or not at all). Token ids are checked
+        only on calls that start from an empty cache: decode steps feed back the model's own predictions, and a
+        check there would cost a device sync per generated token."""
+        cfg = self.config
+        shape = tuple((input_ids if input_ids is not None else inputs_embeds).shape)
+        if len(shape) < 2 or shape[1] == 0 or shape[0] == 0:
+            raise ValueError(
+                f"PldrllmModel: empty input of shape {shape}; pass at least one token per row, as (batch, length)"
+            )
+        if input_ids is not None and past_len == 0:
+            # without a mask every position is a real token, pad ids included (as in every transformers decoder)
+            self.warn_if_padding_and_no_attention_mask(input_ids, attention_mask)
+            low, high = int(input_ids.min()), int(input_ids.max())
+            if low < 0 or high >= cfg.vocab_size:
+                bad = high if high >= cfg.vocab_size else low
+                raise ValueError(
+                    f"PldrllmModel: token id {bad} in `input_ids` is outside the vocabulary [0, {cfg.vocab_size}); "
+                    f"was the input made by another model's tokenizer?"
+                )
+        if attention_mask is not None and attention_mask.dim() == 2:
+            expected = (shape[0], past_len + shape[1])
+            if tuple(attention_mask.shape) != expected:
+                raise ValueError(
+                    f"PldrllmModel: `attention_mask` has shape {tuple(attention_mask.shape)}, expected {expected} "
+                    f"(batch, cached {past_len} + new {shape[1]} tokens)"
+                )
 
     def _complete_state(self, state: tuple, layer_idx: int) -> tuple[torch.Tensor, ...]:
         a, a_lm, a_p, g_lm = state
@@ -851,8 +966,11 @@ class PldrllmForCausalLM(PldrllmPreTrainedModel, GenerationMixin):
         cfg = self.config
         return_dict = return_dict if return_dict is not None else cfg.return_dict
         num_items_in_batch = kwargs.pop("num_items_in_batch", None)
+        # labels already shifted by the caller (sequence / context parallelism splits the sequence before shifting)
+        shift_labels = kwargs.pop("shift_labels", None)
+        has_labels = labels is not None or shift_labels is not None
         weights = cfg.dag_weights
-        use_dag = labels is not None and any(w > 0 for w in weights) and not cfg.has_fixed_G
+        use_dag = has_labels and any(w > 0 for w in weights) and not cfg.has_fixed_G
         if output_dag_losses is None:
             output_dag_losses = use_dag
         outputs = self.decoder(
@@ -875,21 +993,36 @@ class PldrllmForCausalLM(PldrllmPreTrainedModel, GenerationMixin):
         logits = self.final_layer(hidden_states[:, slice_indices, :])
 
         loss = lm_loss = None
-        if labels is not None:
+        if has_labels:
             lm_loss = self.loss_function(
-                logits=logits, labels=labels, vocab_size=cfg.vocab_size, num_items_in_batch=num_items_in_batch
+                logits=logits,
+                labels=labels,
+                vocab_size=cfg.vocab_size,
+                num_items_in_batch=num_items_in_batch,
+                shift_labels=shift_labels,
             )
             loss = lm_loss
             if use_dag and outputs.dag_losses is not None:
-                per_sequence = outputs.dag_losses @ outputs.dag_losses.new_tensor(weights)  # (B,)
+                per_sequence = outputs.dag_losses @ outputs.dag_losses.new_tensor(weights)  # (N,) sequences
                 if num_items_in_batch is None:
                     dag_term = per_sequence.mean()
                 else:
                     # Trainer sums micro-batch losses (gradient accumulation) and scales by the world size (DDP);
                     # weighting each sequence by its share of the batch's label tokens, like the CE, keeps the DAG
                     # gradient independent of how the batch is split (hf_integration.md §10.2)
-                    tokens = (labels[..., 1:] != -100).sum(-1).to(per_sequence.dtype)
-                    dag_term = (per_sequence * tokens).sum() / num_items_in_batch
+                    if shift_labels is not None:
+                        targets = shift_labels
+                    else:
+                        targets = F.pad(labels[..., 1:], (0, 1), value=-100)
+                    counted = targets != -100  # (B, S): position s predicts a label token
+                    if per_sequence.shape[0] != counted.shape[0]:
+                        # a packed batch: count each packed sequence's label tokens
+                        segments, count = packed_segment_ids(position_ids.expand(counted.shape[0], -1))
+                        member = F.one_hot(segments, count) * counted[..., None]  # (B, S, K)
+                        tokens = member.sum(1)[_present_segments(segments, count)]
+                    else:
+                        tokens = counted.sum(-1)
+                    dag_term = (per_sequence * tokens.to(per_sequence.dtype)).sum() / num_items_in_batch
                 loss = lm_loss + dag_term.to(lm_loss.dtype)
 
         output = PldrllmCausalLMOutput(

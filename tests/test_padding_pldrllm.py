@@ -117,15 +117,31 @@ def test_loss_honours_shift_labels():
     assert (model(ids, labels=labels, shift_labels=other, use_cache=False).loss - plain).abs() > 1e-4
 
 
-def test_padding_without_a_mask_warns_once(caplog):
+@pytest.mark.parametrize("side", ["left", "right"])
+def test_without_a_mask_pad_ids_are_padding(side):
+    # lm-evaluation-harness right-pads with id 0 and passes no attention mask
     model = tiny_model()
-    ids, _ = _pad(_sequences(), "left")
+    sequences = _sequences()
+    ids, mask = _pad(sequences, side)
+    with torch.no_grad():
+        unmasked = model(ids, use_cache=False).logits
+        masked = model(ids, attention_mask=mask, use_cache=False).logits
+    assert_close("no mask = mask from pad ids", masked[mask.bool()], unmasked[mask.bool()])
+
+
+def test_pad_id_shared_with_eos_is_not_guessed(caplog):
+    model = tiny_model(pad_token_id=3, eos_token_id=3)
+    ids = torch.tensor([[5, 6, 7, 3, 3]])
     from transformers.utils import logging as hf_logging
 
     hf_logging.enable_propagation()
     try:
-        with caplog.at_level("WARNING"):
-            model(ids, use_cache=False)
+        with caplog.at_level("WARNING"), torch.no_grad():
+            logits = model(ids, use_cache=False).logits
     finally:
         hf_logging.disable_propagation()
     assert "attention_mask" in caplog.text
+    with torch.no_grad():
+        assert_close(
+            "every position counts", model(ids, attention_mask=torch.ones_like(ids), use_cache=False).logits, logits
+        )

@@ -45,9 +45,14 @@ def test_setup_commands_match_ci():
         assert command in ci, f".ci/run does not run {command!r}"
 
 
-@pytest.mark.parametrize("index", [0, 1], ids=["pldrllm", "agf"])
-def test_auto_class_quick_starts_run(index):
-    exec(compile(code_blocks("python")[index], f"README python block {index}", "exec"), {})
+# blocks that need files a reader downloads (written with a `path/to/` placeholder) are not run
+RUNNABLE = [block for block in code_blocks("python") if "path/to/" not in block]
+
+
+@pytest.mark.parametrize("index", range(len(RUNNABLE)))
+def test_python_quick_starts_run(index):
+    assert len(RUNNABLE) >= 2
+    exec(compile(RUNNABLE[index], f"README python block {index}", "exec"), {})
 
 
 @pytest.mark.parametrize("argv", plldr_commands(), ids=lambda argv: " ".join(argv)[:60])

@@ -44,6 +44,7 @@ with PCM-V, the head output; it never needs a per-feature score matrix.
 import functools
 import inspect
 import math
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -79,9 +80,18 @@ except ImportError:
     AuxRequest = None
 
 
-def _merge_cache_kwargs(cache: Cache | None, past_key_values: Cache | None) -> Cache | None:
-    if cache is not None and past_key_values is not None and cache is not past_key_values:
-        raise ValueError("pass the decoder cache as `cache` or `past_key_values`, not both")
+def _merge_cache_kwargs(cache: Cache | None, past_key_values: Cache | None, owner: str) -> Cache | None:
+    """One cache from either spelling; the old one warns where transformers deprecates it, as in-tree models do."""
+    if past_key_values is not None:
+        if cache is not None and cache is not past_key_values:
+            raise ValueError(f"{owner}: pass the decoder cache as `cache` or `past_key_values`, not both")
+        if CACHE_NAME == "cache":
+            warnings.warn(
+                f"`past_key_values` is deprecated and will be removed in version 5.40.0 for `{owner}`. "
+                "Use `cache` instead.",
+                FutureWarning,
+                stacklevel=3,
+            )
     return cache if cache is not None else past_key_values
 
 
@@ -931,18 +941,22 @@ class AgfDecoderLayer(GradientCheckpointingLayer):
         hidden_states = F.dropout(hidden_states, p=self.dropout, training=self.training)
         hidden_states = self.self_attn_layer_norm(residual + hidden_states)
 
-        residual = hidden_states
-        hidden_states, cross_weights = self.encoder_attn(
-            hidden_states,
-            key_value_states=encoder_hidden_states,
-            attention_mask=encoder_attention_mask,
-            query_positions=query_positions,
-            key_positions=encoder_positions,
-            cache=cache,
-            position_modules=cross_position_modules,
-        )
-        hidden_states = F.dropout(hidden_states, p=self.dropout, training=self.training)
-        hidden_states = self.encoder_attn_layer_norm(residual + hidden_states)
+        cross_weights = None
+        # run without encoder states (the decoder as a plain LM), there is nothing to cross-attend to: skip the block,
+        # as BART / Marian do, instead of letting it attend to the decoder's own states unmasked
+        if encoder_hidden_states is not None:
+            residual = hidden_states
+            hidden_states, cross_weights = self.encoder_attn(
+                hidden_states,
+                key_value_states=encoder_hidden_states,
+                attention_mask=encoder_attention_mask,
+                query_positions=query_positions,
+                key_positions=encoder_positions,
+                cache=cache,
+                position_modules=cross_position_modules,
+            )
+            hidden_states = F.dropout(hidden_states, p=self.dropout, training=self.training)
+            hidden_states = self.encoder_attn_layer_norm(residual + hidden_states)
 
         residual = hidden_states
         hidden_states = self.activation_fn(self.fc1(hidden_states))
@@ -1029,13 +1043,30 @@ def _shares_positions(config: AgfConfig) -> bool:
     return config.position_encoding == "t5" or (config.position_encoding == "agf" and config.agf_share_across_layers)
 
 
+class AgfScaledWordEmbedding(nn.Embedding):
+    """Token embedding times `embed_scale` (√d_model with `scale_embedding`), applied inside the module, so that
+    `inputs_embeds = model.get_input_embeddings()(input_ids)` gives the same outputs as `input_ids` (as BART / Marian's
+    scaled embeddings do). One module is shared by the encoder, the decoder and (tied) the LM head."""
+
+    def __init__(self, num_embeddings: int, embedding_dim: int, padding_idx: int | None, embed_scale: float = 1.0):
+        super().__init__(num_embeddings, embedding_dim, padding_idx)
+        self.embed_scale = embed_scale
+
+    def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
+        return super().forward(input_ids) * self.embed_scale
+
+
+def _embedding(config: AgfConfig) -> AgfScaledWordEmbedding:
+    scale = math.sqrt(config.d_model) if config.scale_embedding else 1.0
+    return AgfScaledWordEmbedding(config.vocab_size, config.d_model, config.pad_token_id, embed_scale=scale)
+
+
 class AgfEncoder(AgfPreTrainedModel):
     """Transformer encoder: token embeddings (+ sinusoidal PE for the vanilla baseline) and `encoder_layers` blocks."""
 
     def __init__(self, config: AgfConfig):
         super().__init__(config)
-        self.embed_scale = math.sqrt(config.d_model) if config.scale_embedding else 1.0
-        self.embed_tokens = nn.Embedding(config.vocab_size, config.d_model, config.pad_token_id)
+        self.embed_tokens = _embedding(config)
         shared = _shares_positions(config)
         self.position_encoding, self.value_coefficient = _stack_position_modules(
             config, config.encoder_attention_heads, causal=False, shared=shared
@@ -1069,7 +1100,7 @@ class AgfEncoder(AgfPreTrainedModel):
         if (input_ids is None) == (inputs_embeds is None):
             raise ValueError("pass exactly one of `input_ids` and `inputs_embeds`")
         if inputs_embeds is None:
-            inputs_embeds = self.embed_tokens(input_ids) * self.embed_scale
+            inputs_embeds = self.embed_tokens(input_ids)
         batch, length = inputs_embeds.shape[:2]
         positions = positions_from_mask(attention_mask, batch, length, inputs_embeds.device)
         hidden_states = inputs_embeds
@@ -1104,8 +1135,7 @@ class AgfDecoder(AgfPreTrainedModel):
 
     def __init__(self, config: AgfConfig):
         super().__init__(config)
-        self.embed_scale = math.sqrt(config.d_model) if config.scale_embedding else 1.0
-        self.embed_tokens = nn.Embedding(config.vocab_size, config.d_model, config.pad_token_id)
+        self.embed_tokens = _embedding(config)
         heads = config.decoder_attention_heads
         shared = _shares_positions(config)
         cross_shared = config.agf_share_across_layers and config.agf_cross_attention != "none"
@@ -1145,7 +1175,7 @@ class AgfDecoder(AgfPreTrainedModel):
         """`attention_mask` is the 2D decoder padding mask over past + current tokens; with it, left-padded decoder
         prompts get their real positions. Without it positions continue from the cache length. `position_ids`
         override the query positions (keys then take them too when there is no cache)."""
-        cache = _merge_cache_kwargs(cache, past_key_values)
+        cache = _merge_cache_kwargs(cache, past_key_values, f"{type(self).__name__}.forward")
         output_attentions = self.config.output_attentions if output_attentions is None else output_attentions
         output_hidden_states = (
             self.config.output_hidden_states if output_hidden_states is None else output_hidden_states
@@ -1158,7 +1188,7 @@ class AgfDecoder(AgfPreTrainedModel):
         if (input_ids is None) == (inputs_embeds is None):
             raise ValueError("pass exactly one of decoder `input_ids` and `inputs_embeds`")
         if inputs_embeds is None:
-            inputs_embeds = self.embed_tokens(input_ids) * self.embed_scale
+            inputs_embeds = self.embed_tokens(input_ids)
         batch, q_len = inputs_embeds.shape[:2]
         device = inputs_embeds.device
 
@@ -1260,7 +1290,7 @@ class AgfModel(AgfPreTrainedModel):
 
     def __init__(self, config: AgfConfig):
         super().__init__(config)
-        self.shared = nn.Embedding(config.vocab_size, config.d_model, config.pad_token_id)
+        self.shared = _embedding(config)
         self.encoder = AgfEncoder(config)
         self.decoder = AgfDecoder(config)
         self.post_init()
@@ -1297,7 +1327,7 @@ class AgfModel(AgfPreTrainedModel):
         cache: Cache | None = None,
         **kwargs,
     ) -> Seq2SeqModelOutput | tuple:
-        cache = _merge_cache_kwargs(cache, past_key_values)
+        cache = _merge_cache_kwargs(cache, past_key_values, f"{type(self).__name__}.forward")
         return_dict = self.config.return_dict if return_dict is None else return_dict
         if encoder_outputs is None:
             encoder_outputs = self.encoder(
@@ -1417,7 +1447,7 @@ class AgfForConditionalGeneration(AgfPreTrainedModel, GenerationMixin):
             divided by it so gradient accumulation matches one large batch. Otherwise the mean over this batch's
             label tokens.
         """
-        cache = _merge_cache_kwargs(cache, past_key_values)
+        cache = _merge_cache_kwargs(cache, past_key_values, f"{type(self).__name__}.forward")
         return_dict = self.config.return_dict if return_dict is None else return_dict
         if labels is not None:
             use_cache = False

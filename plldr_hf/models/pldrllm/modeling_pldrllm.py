@@ -43,6 +43,7 @@ This file is copied next to the weights by `save_pretrained` (remote code): it i
 import copy
 import inspect
 import math
+import warnings
 from dataclasses import asdict, dataclass
 
 import torch
@@ -70,6 +71,22 @@ from .configuration_pldrllm import PldrllmConfig
 # subclass the stock output classes and fill whichever field this version has.
 _CACHE_KWARG = "cache" if "cache" in inspect.signature(create_causal_mask).parameters else "past_key_values"
 _CACHE_FIELD = "cache" if "cache" in CausalLMOutputWithPast.__dataclass_fields__ else "past_key_values"
+
+
+def _merge_cache_kwargs(cache: Cache | None, past_key_values: Cache | None, owner: str) -> Cache | None:
+    """One cache from either spelling; the old one warns where transformers deprecates it, as in-tree models do."""
+    if past_key_values is not None:
+        if cache is not None and cache is not past_key_values:
+            raise ValueError(f"{owner}: pass the cache as `cache` or `past_key_values`, not both")
+        if _CACHE_KWARG == "cache":
+            warnings.warn(
+                f"`past_key_values` is deprecated and will be removed in version 5.40.0 for `{owner}`. "
+                "Use `cache` instead.",
+                FutureWarning,
+                stacklevel=3,
+            )
+    return cache if cache is not None else past_key_values
+
 
 # ε added to A_LM so that it is entrywise positive and the power step A_LM^P is defined (reference, hard-coded)
 A_LM_EPS = 1e-9
@@ -680,7 +697,7 @@ class PldrllmModel(PldrllmPreTrainedModel):
         **kwargs,
     ) -> PldrllmModelOutput | tuple:
         cfg = self.config
-        past_key_values = cache if cache is not None else past_key_values
+        past_key_values = _merge_cache_kwargs(cache, past_key_values, f"{type(self).__name__}.forward")
         output_attentions = output_attentions if output_attentions is not None else cfg.output_attentions
         output_hidden_states = output_hidden_states if output_hidden_states is not None else cfg.output_hidden_states
         output_pldr_attentions = (
@@ -712,6 +729,8 @@ class PldrllmModel(PldrllmPreTrainedModel):
         # padding and packing (issue 13): pads stay out of the Gram matrix, positions follow the mask, and sequences
         # packed into one row (positions restarting at 0, no mask) get their own Gram matrix and attention block
         pad_aware = not cfg.reference_padding and not fixed
+        if attention_mask is None and input_ids is not None and past_len == 0 and not compiling:
+            attention_mask = self._mask_from_pad_ids(input_ids)
         gram_weights = segment_ids = None
         num_segments = 1
         mask_2d = attention_mask is not None and attention_mask.dim() == 2
@@ -719,9 +738,7 @@ class PldrllmModel(PldrllmPreTrainedModel):
             position_ids = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)[:, -seq_len:]
         if pad_aware and mask_2d:
             gram_weights = attention_mask[:, -seq_len:]
-        packed = (
-            not cfg.reference_padding and attention_mask is None and position_ids is not None and past_len == 0
-        )
+        packed = not cfg.reference_padding and attention_mask is None and position_ids is not None and past_len == 0
         if packed and not compiling and seq_len > 1:
             segments, count = packed_segment_ids(position_ids if position_ids.dim() == 2 else position_ids[None])
             if count > 1:
@@ -797,6 +814,24 @@ class PldrllmModel(PldrllmPreTrainedModel):
         )
         return output if return_dict else output.to_tuple()
 
+    def _mask_from_pad_ids(self, input_ids: torch.Tensor) -> torch.Tensor | None:
+        """The attention mask of an unmasked batch that holds `pad_token_id` (e.g. lm-evaluation-harness, which
+        right-pads with id 0 and passes no mask), so that its pads stay out of the Gram matrix too.
+
+        Only when the pad id is a token of its own (not also BOS or EOS, where a pad id can be real text) and
+        `reference_padding` is off; otherwise every position counts, with transformers' usual one-time warning.
+        """
+        cfg = self.config
+        pad = cfg.pad_token_id
+        special = {cfg.bos_token_id, *(cfg.eos_token_id if isinstance(cfg.eos_token_id, list) else [cfg.eos_token_id])}
+        if pad is None or cfg.reference_padding or pad in special:
+            self.warn_if_padding_and_no_attention_mask(input_ids, None)
+            return None
+        pads = input_ids == pad
+        if not bool(pads.any()):
+            return None
+        return (~pads).long()
+
     def _check_inputs(self, input_ids, inputs_embeds, attention_mask, past_len: int) -> None:
         """Clear errors for inputs that would otherwise fail deep inside (or not at all). Token ids are checked
         only on calls that start from an empty cache: decode steps feed back the model's own predictions, and a
@@ -808,8 +843,6 @@ class PldrllmModel(PldrllmPreTrainedModel):
                 f"PldrllmModel: empty input of shape {shape}; pass at least one token per row, as (batch, length)"
             )
         if input_ids is not None and past_len == 0:
-            # without a mask every position is a real token, pad ids included (as in every transformers decoder)
-            self.warn_if_padding_and_no_attention_mask(input_ids, attention_mask)
             low, high = int(input_ids.min()), int(input_ids.max())
             if low < 0 or high >= cfg.vocab_size:
                 bad = high if high >= cfg.vocab_size else low
@@ -977,7 +1010,7 @@ class PldrllmForCausalLM(PldrllmPreTrainedModel, GenerationMixin):
             input_ids=input_ids,
             attention_mask=attention_mask,
             position_ids=position_ids,
-            past_key_values=cache if cache is not None else past_key_values,
+            cache=_merge_cache_kwargs(cache, past_key_values, f"{type(self).__name__}.forward"),
             inputs_embeds=inputs_embeds,
             use_cache=use_cache,
             output_attentions=output_attentions,

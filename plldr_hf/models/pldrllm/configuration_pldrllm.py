@@ -226,8 +226,10 @@ class PldrllmConfig(PreTrainedConfig):
             raise ValueError(
                 f"PldrllmConfig: `rope_scaling` is not supported (released models use null), got {self.rope_scaling!r}"
             )
-        if not (isinstance(self.layer_norm_eps, (int, float)) and 0 < self.layer_norm_eps < 1):
-            raise ValueError(f"PldrllmConfig: `layer_norm_eps` must be in (0, 1), got {self.layer_norm_eps!r}")
+        if not (isinstance(self.layer_norm_eps, (int, float)) and 0 < self.layer_norm_eps < float("inf")):
+            raise ValueError(
+                f"PldrllmConfig: `layer_norm_eps` must be a positive number (released: 1e-6), got {self.layer_norm_eps!r}"
+            )
         if not (isinstance(self.initializer_range, (int, float)) and self.initializer_range >= 0):
             raise ValueError(
                 f"PldrllmConfig: `initializer_range` must be a non-negative number, got {self.initializer_range!r}"

@@ -51,6 +51,8 @@ __all__ = [
     "train_sentencepiece_tokenizer",
     "pack_into_blocks",
     "CausalLMCollator",
+    "split_into_documents",
+    "training_collator",
     "pldrllm_config",
     "llama_config_like",
     "reference_training_arguments",
@@ -445,6 +447,34 @@ def pack_into_blocks(
     return blocks
 
 
+def split_into_documents(
+    dataset: Dataset, tokenizer, block_size: int, *, max_examples: int | None = None, desc: str = "Documents"
+) -> Dataset:
+    """Tokenises documents (no BOS, `[END]` appended) into one example per document, longer documents cut into
+    pieces of at most `block_size` tokens: the input of padding-free batches (`DataCollatorWithFlattening`), where
+    each document keeps its own Gram matrix and attention. Returns a dataset with one column `input_ids`."""
+    if block_size < 2:
+        raise ValueError(f"block_size must be at least 2 (one input and one target), got {block_size}")
+    eos = tokenizer.eos_token_id
+    if eos is None:
+        raise ValueError("the tokenizer has no eos token; PLDR-LLM ends documents with it")
+
+    def tokenize(batch):
+        ids = tokenizer(batch["text"], add_special_tokens=False, verbose=False)["input_ids"]
+        pieces = []
+        for doc in ids:
+            doc = doc + [eos]
+            pieces += [doc[i : i + block_size] for i in range(0, len(doc), block_size) if len(doc[i:]) >= 2]
+        return {"input_ids": pieces}
+
+    examples = dataset.map(tokenize, batched=True, remove_columns=dataset.column_names, desc=f"{desc}: tokenising")
+    if len(examples) == 0:
+        raise ValueError(f"{desc}: no document has two or more tokens")
+    if max_examples is not None and len(examples) > max_examples:
+        examples = examples.select(range(max_examples))
+    return examples
+
+
 class CausalLMCollator:
     """Stacks equal-length blocks into `input_ids` and `labels` (= `input_ids`; the model shifts them)."""
 
@@ -708,6 +738,7 @@ class TrainOptions:
     seed: int = 0
     architecture: str = "pldrllm"
     order_parameter_inputs: int = 8
+    padding_free: bool = False
 
     def resolved(self) -> TrainOptions:
         """Fills the size-dependent defaults (block, batch, vocabulary, learning rate)."""
@@ -727,6 +758,17 @@ class TrainOptions:
         if out.architecture == "llama" and any(out.dag_weights):
             raise ValueError("DAG weights apply to PLDR-LLM only; the llama baseline has no deductive outputs")
         return out
+
+
+def training_collator(options: TrainOptions):
+    """Fixed packed blocks stacked as they are, or (`padding_free`) one document per example concatenated into one
+    row with restarting `position_ids` (transformers' `DataCollatorWithFlattening`): no padding at all, and the
+    model keeps the documents apart (their own Gram matrix and attention)."""
+    if options.padding_free:
+        from transformers import DataCollatorWithFlattening
+
+        return DataCollatorWithFlattening(return_tensors="pt")
+    return CausalLMCollator()
 
 
 def prepare_tokenizer_and_data(options: TrainOptions, tokenizer=None, load_saved: bool = False):
@@ -756,7 +798,10 @@ def prepare_tokenizer_and_data(options: TrainOptions, tokenizer=None, load_saved
         )
     if tokenizer.eos_token_id is None:
         raise ValueError("the tokenizer has no eos token (PLDR-LLM separates documents with [END])")
-    train_blocks = pack_into_blocks(corpus["train"], tokenizer, options.block_size, desc="Packing train")
+    if options.padding_free:
+        train_blocks = split_into_documents(corpus["train"], tokenizer, options.block_size, desc="Train documents")
+    else:
+        train_blocks = pack_into_blocks(corpus["train"], tokenizer, options.block_size, desc="Packing train")
     eval_blocks = pack_into_blocks(
         corpus["validation"],
         tokenizer,
@@ -892,7 +937,7 @@ def train_causal_lm(options: TrainOptions, *, tokenizer=None, data=None, extra_c
         args=args,
         train_dataset=train_blocks,
         eval_dataset=eval_blocks,
-        data_collator=CausalLMCollator(),
+        data_collator=training_collator(options),
         processing_class=tokenizer,
         callbacks=callbacks,
         decay_all_parameters=True,
@@ -999,6 +1044,12 @@ def add_arguments(parser) -> None:
         metavar="CHECKPOINT",
         help="continue from the last checkpoint in --output-dir, or from CHECKPOINT",
     )
+    parser.add_argument(
+        "--padding-free",
+        action="store_true",
+        help="one document per example, batches concatenated without padding (DataCollatorWithFlattening); "
+        "each document keeps its own Gram matrix and attention (default: fixed packed blocks)",
+    )
     parser.add_argument("--seed", type=int, default=0)
 
 
@@ -1048,6 +1099,7 @@ def options_from_args(args) -> TrainOptions:
         report_to=report_to,
         resume=args.resume,
         seed=args.seed,
+        padding_free=args.padding_free,
     )
 
 

@@ -3,10 +3,10 @@
 import unittest
 
 import torch
-from transformers.models.auto import modeling_auto
-from hf_common_tests.test_configuration_common import ConfigTester
 from hf_common_tests.generation.test_utils import GenerationTesterMixin
+from hf_common_tests.test_configuration_common import ConfigTester
 from hf_common_tests.test_modeling_common import ModelTesterMixin, ids_tensor, random_attention_mask
+from transformers.models.auto import modeling_auto
 
 from plldr_hf import (
     PldrllmConfig,

@@ -23,7 +23,8 @@ Several GPUs or processes, unchanged (Trainer picks up the launcher's environmen
 import argparse
 import sys
 
-from plldr_hf.training.causal_lm import add_arguments, run_from_args
+from plldr_hf.training.causal_lm import run_from_args
+from plldr_hf_cli.commands.train.pldrllm import add_arguments
 
 
 def main(argv=None) -> int:

@@ -8,7 +8,7 @@ import torch.nn.functional as F
 from datasets import Dataset
 
 from plldr_hf.cli import main
-from plldr_hf.commands.evaluate.pldrllm import perplexity
+from plldr_hf_cli.commands.evaluate.pldrllm import perplexity
 from tests.test_collapse import tiny_tokenizer
 from tests.utils import tiny_model
 

@@ -33,7 +33,7 @@ def test_help_lists_the_translation_commands(capsys):
     args = parser.parse_args(["train", "agf", "--position", "kerple_log", "--pcmv", "--dataset", "a.jsonl", "b.jsonl"])
     assert (args.position, args.pcmv, args.dataset) == ("kerple_log", True, ["a.jsonl", "b.jsonl"])
     # the CLI keeps its own copy of the choices so that `--help` needs no transformers import
-    from plldr_hf.commands.train.agf import POSITION_ENCODINGS as CLI_CHOICES
+    from plldr_hf_cli.commands.train.agf import POSITION_ENCODINGS as CLI_CHOICES
 
     assert CLI_CHOICES == POSITION_ENCODINGS
     with pytest.raises(SystemExit):

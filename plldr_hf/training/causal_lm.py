@@ -18,7 +18,8 @@ Pieces (each usable alone):
 - `train_causal_lm` — the whole run with checkpointing and resume; at the end validation perplexity, the order
   parameter before and after training, `loss_curves.png` and `train_report.json` in the output folder.
 
-The CLI (`plldr-hf train pldrllm`) and `examples/train_pldr_llm.py` call `add_arguments` / `run_from_args`.
+The CLI (`plldr-hf train pldrllm`, whose flags live in `plldr_hf_cli/commands/train/pldrllm.py`) and
+`examples/train_pldr_llm.py` call `run_from_args`.
 """
 
 from __future__ import annotations
@@ -60,7 +61,6 @@ __all__ = [
     "plot_loss_curves",
     "perplexity_from_metrics",
     "train_causal_lm",
-    "add_arguments",
     "run_from_args",
 ]
 
@@ -966,93 +966,6 @@ def train_causal_lm(options: TrainOptions, *, tokenizer=None, data=None, extra_c
     return report
 
 
-def _parse_weights(text: str) -> tuple[float, float, float]:
-    import argparse
-
-    parts = [p for p in text.replace(" ", "").split(",") if p]
-    try:
-        weights = tuple(float(p) for p in parts)
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"--dag-weights expects three numbers a,p,g (A_LM, A_P, G_LM), got {text!r}"
-        ) from None
-    if len(weights) == 1:
-        weights = weights * 3
-    if len(weights) != 3 or any(not w >= 0 for w in weights):
-        raise argparse.ArgumentTypeError(f"--dag-weights expects three non-negative numbers a,p,g, got {text!r}")
-    return weights
-
-
-def add_arguments(parser) -> None:
-    """Adds the `train pldrllm` flags to an argparse parser."""
-    import argparse
-
-    parser.add_argument("--size", choices=sorted(SIZES), default=None, help="model size (default: tiny)")
-    parser.add_argument(
-        "--tiny",
-        action="store_true",
-        help="CPU smoke run in seconds: tiny model, 2000 documents, 512-piece tokenizer, 30 steps (flags still win)",
-    )
-    parser.add_argument("--output-dir", default="pldrllm-run", help="checkpoints, final model and report")
-    parser.add_argument(
-        "--dataset",
-        nargs="+",
-        default=[],
-        help="local text/JSON/Parquet/CSV files or folders, or a Hugging Face dataset name "
-        "(default: the embedded Shakespeare corpus)",
-    )
-    parser.add_argument("--dataset-config", default=None, help="configuration of a Hugging Face dataset")
-    parser.add_argument("--text-column", default="text", help="text column of table files / Hub datasets")
-    parser.add_argument("--max-train-documents", type=int, default=None, help="use only the first N documents")
-    parser.add_argument(
-        "--tokenizer", default=None, help="existing tokenizer (path or Hub name) instead of training one"
-    )
-    parser.add_argument("--vocab-size", type=int, default=None, help="tokenizer vocabulary (default: by size)")
-    parser.add_argument("--block-size", type=int, default=None, help="tokens per training block (default: by size)")
-    parser.add_argument("--batch-size", type=int, default=None, help="blocks per device and step (default: by size)")
-    parser.add_argument("--gradient-accumulation-steps", type=int, default=1)
-    parser.add_argument("--max-steps", type=int, default=None, help="optimizer steps (default: 100)")
-    parser.add_argument("--learning-rate", type=float, default=None, help="peak learning rate (default: 1e-3)")
-    parser.add_argument("--warmup-steps", type=int, default=None, help="default: 10%% of the steps, at most 2000")
-    parser.add_argument("--clip-by", choices=("value", "norm"), default="value", help="gradient clipping at 1.0")
-    parser.add_argument(
-        "--bf16", action=argparse.BooleanOptionalAction, default=None, help="default: if the GPU supports it"
-    )
-    parser.add_argument(
-        "--dag-weights",
-        type=_parse_weights,
-        default=(0.0, 0.0, 0.0),
-        metavar="A,P,G",
-        help="DAG regulariser weights on A_LM, A_P, G_LM (one number: all three; default 0 = off)",
-    )
-    parser.add_argument("--dag-warmup-steps", type=int, default=0, help="linear ramp of the DAG weights")
-    parser.add_argument("--dag-form", choices=("log_ratio", "notears"), default="log_ratio")
-    parser.add_argument("--log-dag", action="store_true", help="log the DAG values even when their weights are 0")
-    parser.add_argument("--logging-steps", type=int, default=None, help="default: 10")
-    parser.add_argument(
-        "--eval-steps", type=int, default=None, help="default: every 20%% of the run; 0: only at the end"
-    )
-    parser.add_argument("--save-steps", type=int, default=None, help="checkpoint interval (default: at the end)")
-    parser.add_argument("--save-total-limit", type=int, default=2)
-    parser.add_argument("--max-eval-blocks", type=int, default=None, help="cap on validation blocks")
-    parser.add_argument("--report-to", nargs="+", default=["tensorboard"], help="Trainer integrations, or none")
-    parser.add_argument(
-        "--resume",
-        nargs="?",
-        const="last",
-        default=None,
-        metavar="CHECKPOINT",
-        help="continue from the last checkpoint in --output-dir, or from CHECKPOINT",
-    )
-    parser.add_argument(
-        "--padding-free",
-        action="store_true",
-        help="one document per example, batches concatenated without padding (DataCollatorWithFlattening); "
-        "each document keeps its own Gram matrix and attention (default: fixed packed blocks)",
-    )
-    parser.add_argument("--seed", type=int, default=0)
-
-
 # what --tiny sets unless the flag is given explicitly
 TINY_RUN = dict(
     size="tiny", max_steps=30, max_train_documents=2000, vocab_size=512, max_eval_blocks=32, logging_steps=5
@@ -1061,7 +974,7 @@ DEFAULT_RUN = dict(size="tiny", max_steps=100, logging_steps=10)
 
 
 def options_from_args(args) -> TrainOptions:
-    """`TrainOptions` from the parsed `add_arguments` flags (`--tiny` fills the flags left unset)."""
+    """`TrainOptions` from the parsed `plldr-hf train pldrllm` flags (`--tiny` fills the flags left unset)."""
     base = TINY_RUN if getattr(args, "tiny", False) else DEFAULT_RUN
     for key, value in base.items():
         if getattr(args, key, None) is None:
@@ -1105,7 +1018,9 @@ def options_from_args(args) -> TrainOptions:
 
 def run_from_args(args) -> int:
     """Entry point of `plldr-hf train pldrllm` and `examples/train_pldr_llm.py`."""
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    # the pipeline's own progress lines; other libraries (accelerate, datasets) stay at WARNING
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    logging.getLogger("plldr_hf").setLevel(logging.INFO)
     report = train_causal_lm(options_from_args(args))
     if report:
         before = ((report.get("order_parameter_before") or {}).get("soc") or {}).get("G_LM")

@@ -54,8 +54,9 @@ def run(args) -> int:
             tokenizer = load_tokenizer(args.tokenizer or args.model_dir)
         report = model.collapse(calibration, tolerance=args.tolerance, force=args.force, tokenizer=tokenizer)
     except (FileNotFoundError, ValueError) as error:
-        print(f"plldr-hf collapse: error: {error}", file=sys.stderr)
-        return 1 if str(error).startswith("collapse() refused") else 2
+        message = str(error).replace("Pass force=True to collapse anyway", "Rerun with --force to collapse anyway")
+        print(f"plldr-hf collapse: error: {message}", file=sys.stderr)
+        return 1 if message.startswith("collapse() refused") else 2
     print(report)
     if args.drop_metric_learner:
         model = model.to_fixed_g()

@@ -1,6 +1,6 @@
 """`plldr-hf train FAMILY ...`: one sub-subcommand per model family, one module each in this package.
 
-The same discovery rule as `plldr_hf/cli.py`, one level down: every module in `plldr_hf/commands/train/` defines
+The same discovery rule as `plldr_hf_cli/__init__.py`, one level down: every module in `plldr_hf_cli/commands/train/` defines
 `register(family_subparsers)`, which adds its family's parser (`agf`, `pldrllm`, ...) and sets `func`. Adding a
 family therefore means adding a module here, without touching this file or another family's.
 """

@@ -1,6 +1,15 @@
 """`plldr-hf train agf`: train an AGF-family translation model with `Seq2SeqTrainer` (`plldr_hf.training.seq2seq`)."""
 
 import argparse
+
+from plldr_hf_cli.arguments import (
+    fail,
+    missing_dataset_files,
+    non_negative_int,
+    positive_float,
+    positive_int,
+    run_creating,
+)
 import json
 
 
@@ -92,34 +101,38 @@ def register(families) -> None:
     data.add_argument("--source-lang", default="en", help="[%(default)s]")
     data.add_argument("--target-lang", default="de", help="[%(default)s]")
     data.add_argument("--tokenizer", help="reuse this tokenizer folder instead of training one")
-    data.add_argument("--vocab-size", type=int, help="size of the trained joint vocabulary [8000]")
+    data.add_argument("--vocab-size", type=positive_int, help="size of the trained joint vocabulary [8000]")
     data.add_argument("--tokenizer-model", choices=("bpe", "unigram"), default="bpe", help="[%(default)s]")
-    data.add_argument("--max-source-length", type=int, help="source truncation in subwords [128]")
-    data.add_argument("--max-target-length", type=int, help="target truncation and generation limit [128]")
-    data.add_argument("--max-train-samples", type=int, help="fixed random subset of the training split")
-    data.add_argument("--max-eval-samples", type=int, help="subset of the validation split")
-    data.add_argument("--max-test-samples", type=int, help="subset of each test split")
+    data.add_argument("--max-source-length", type=positive_int, help="source truncation in subwords [128]")
+    data.add_argument("--max-target-length", type=positive_int, help="target truncation and generation limit [128]")
+    data.add_argument("--max-train-samples", type=positive_int, help="fixed random subset of the training split")
+    data.add_argument("--max-eval-samples", type=positive_int, help="subset of the validation split")
+    data.add_argument("--max-test-samples", type=positive_int, help="subset of each test split")
 
     train = parser.add_argument_group("training")
     train.add_argument("--output-dir", help="where the model and checkpoints go [runs/agf-POSITION[-pcmv]]")
-    train.add_argument("--max-steps", type=int, help="stop after this many optimizer steps (overrides --epochs)")
-    train.add_argument("--epochs", type=float, default=10.0, help="training epochs without --max-steps [%(default)s]")
-    train.add_argument("--batch-size", type=int, help="per-device training batch size [32]")
-    train.add_argument("--eval-batch-size", type=int, default=64, help="[%(default)s]")
-    train.add_argument("--grad-accum", type=int, default=1, help="gradient accumulation steps [%(default)s]")
-    train.add_argument("--learning-rate", "--lr", type=float, help="peak learning rate [5e-4]")
+    train.add_argument(
+        "--max-steps", type=positive_int, help="stop after this many optimizer steps (overrides --epochs)"
+    )
+    train.add_argument(
+        "--epochs", type=positive_float, default=10.0, help="training epochs without --max-steps [%(default)s]"
+    )
+    train.add_argument("--batch-size", type=positive_int, help="per-device training batch size [32]")
+    train.add_argument("--eval-batch-size", type=positive_int, default=64, help="[%(default)s]")
+    train.add_argument("--grad-accum", type=positive_int, default=1, help="gradient accumulation steps [%(default)s]")
+    train.add_argument("--learning-rate", "--lr", type=positive_float, help="peak learning rate [5e-4]")
     train.add_argument(
         "--scheduler",
         default="inverse_sqrt",
         help="transformers scheduler: inverse_sqrt, linear, cosine, ... [%(default)s]",
     )
-    train.add_argument("--warmup-steps", type=int, help="linear warm-up steps [1000]")
+    train.add_argument("--warmup-steps", type=non_negative_int, help="linear warm-up steps [1000]")
     train.add_argument("--weight-decay", type=float, default=0.0, help="[%(default)s]")
-    train.add_argument("--eval-steps", type=int, help="evaluate every N steps [1000]")
-    train.add_argument("--save-steps", type=int, help="checkpoint every N steps [1000]")
-    train.add_argument("--logging-steps", type=int, help="log every N steps [50]")
-    train.add_argument("--num-beams", type=int, help="beam size of the final test scoring [4]")
-    train.add_argument("--seed", type=int, default=42, help="[%(default)s]")
+    train.add_argument("--eval-steps", type=positive_int, help="evaluate every N steps [1000]")
+    train.add_argument("--save-steps", type=positive_int, help="checkpoint every N steps [1000]")
+    train.add_argument("--logging-steps", type=positive_int, help="log every N steps [50]")
+    train.add_argument("--num-beams", type=positive_int, help="beam size of the final test scoring [4]")
+    train.add_argument("--seed", type=non_negative_int, default=42, help="[%(default)s]")
     train.add_argument("--bf16", action=argparse.BooleanOptionalAction, help="bf16 mixed precision [when available]")
     train.add_argument("--cpu", action="store_true", help="train on the CPU even if a GPU is present")
     train.add_argument(
@@ -147,6 +160,10 @@ def register(families) -> None:
 
 def run(args: argparse.Namespace) -> int:
     import logging
+
+    missing = missing_dataset_files(args.dataset)
+    if missing:
+        return fail("train agf", f"--dataset: {missing[0]} does not exist; give existing files or folders")
 
     from plldr_hf.training.seq2seq import translation_training_arguments
 
@@ -185,12 +202,11 @@ def run(args: argparse.Namespace) -> int:
     try:
         training_args = translation_training_arguments(output_dir, **overrides)
     except (TypeError, ValueError) as err:
-        raise SystemExit(f"plldr-hf train agf: invalid training arguments: {err}") from err
+        return fail("train agf", f"invalid training arguments: {err}")
 
-    try:
-        _train(args, training_args, opts)
-    except (ValueError, FileNotFoundError) as err:
-        raise SystemExit(f"plldr-hf train agf: error: {err}") from err
+    status = run_creating("train agf", output_dir, lambda: _train(args, training_args, opts))
+    if status:
+        return status
     print(f"model, tokenizer and scores saved in {output_dir}")
     return 0
 

@@ -1,0 +1,74 @@
+"""`plldr-hf` command line: one argparse subcommand per module in `plldr_hf_cli/commands/`.
+
+Each module in `plldr_hf_cli.commands` defines `register(subparsers)`, which adds its subcommand(s) and sets
+`func` on the parser defaults; this file only discovers them, so adding a command never touches this file.
+
+The command line lives outside the `plldr_hf` package because `import plldr_hf` registers the model families (and
+so imports torch and transformers, seconds); parsing, `--help` and usage errors need neither. Each command imports
+`plldr_hf` inside its `run` function.
+"""
+
+import argparse
+import importlib
+import pkgutil
+import sys
+
+from plldr_hf_cli import commands
+
+
+class _Parser(argparse.ArgumentParser):
+    """An ArgumentParser whose usage errors are one line naming the flag, with the pointer to `--help`."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="plldr-hf",
+        description="PLDR-LLM and AGF translation models for Hugging Face Transformers.",
+    )
+    parser.add_argument(
+        "--verbose", action="store_true", help="show the libraries' INFO messages and loading/saving progress bars"
+    )
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda m: m.name):
+        module = importlib.import_module(f"{commands.__name__}.{info.name}")
+        module.register(subparsers)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 0 if args.command is None else 2
+    if not args.verbose:
+        quiet_libraries()
+    result = args.func(args)
+    return int(result or 0)
+
+
+def quiet_libraries() -> None:
+    """One-shot commands print their result, not the libraries' INFO lines or weight loading/saving bars; training
+    keeps the Trainer's progress bar (long work). Set before the libraries are imported (environment), or through
+    their APIs when they already are (commands called in-process)."""
+    import os
+
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    os.environ.setdefault("HF_DATASETS_DISABLE_PROGRESS_BARS", "1")
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    if "transformers" in sys.modules:
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.set_verbosity_error()
+        hf_logging.disable_progress_bar()
+    if "datasets" in sys.modules:
+        import datasets
+
+        datasets.disable_progress_bars()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,75 @@
+"""Argument types and checks shared by the commands: a mistake is one line naming the flag and the fix (issue 15).
+
+Nothing here imports torch, transformers or `plldr_hf`: the parser is built without them.
+"""
+
+import argparse
+import sys
+from pathlib import Path
+
+
+DATA_SUFFIXES = (".txt", ".text", ".md", ".json", ".jsonl", ".parquet", ".csv", ".tsv", ".gz", ".bz2", ".xz", ".zst")
+
+
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {value}")
+    return value
+
+
+def non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a non-negative integer, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be a non-negative integer, got {value}")
+    return value
+
+
+def positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a positive number, got {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be a positive number, got {value:g}")
+    return value
+
+
+def looks_like_path(spec: str) -> bool:
+    """A `--dataset` entry meant as a local file or folder (not a dataset name such as `wmt17` or `org/name`)."""
+    return spec.startswith((".", "/", "~")) or spec.lower().endswith(DATA_SUFFIXES) or Path(spec).exists()
+
+
+def missing_dataset_files(specs) -> list[str]:
+    """The `--dataset` entries meant as local paths that do not exist (`SPLIT=PATH` entries by their path)."""
+    paths = [
+        spec.split("=", 1)[1] if "=" in spec and spec.split("=", 1)[0].isidentifier() else spec for spec in specs or ()
+    ]
+    return [path for path in paths if looks_like_path(path) and not Path(path).expanduser().exists()]
+
+
+def run_creating(command: str, output_dir, work):
+    """Run `work()`; on a user-facing error (bad value, missing file) print one line, exit status 2, and remove
+    `output_dir` if this run created it, so no half-made output folder is left behind."""
+    import shutil
+
+    output_dir = Path(output_dir) if output_dir else None
+    existed = output_dir is not None and output_dir.exists()
+    try:
+        return work()
+    except (ValueError, FileNotFoundError, NotADirectoryError, IsADirectoryError) as error:
+        if output_dir is not None and not existed and output_dir.exists():
+            shutil.rmtree(output_dir, ignore_errors=True)
+        return fail(command, error)
+
+
+def fail(command: str, message: str) -> int:
+    """Print `plldr-hf COMMAND: error: MESSAGE` on one line; the exit status of a usage mistake."""
+    print(f"plldr-hf {command}: error: {' '.join(str(message).split())}", file=sys.stderr)
+    return 2

@@ -1,0 +1,101 @@
+"""The command line as a user meets it: fast help, one-line errors with exit status 2, no half-made folders (issue 15)."""
+
+import subprocess
+import sys
+
+import pytest
+
+from plldr_hf.cli import main
+from tests.conftest import REPO_ROOT
+
+
+def _run(*argv, timeout=300):
+    return subprocess.run(
+        [sys.executable, "-c", "import sys, plldr_hf_cli; sys.exit(plldr_hf_cli.main(sys.argv[1:]))", *argv],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=REPO_ROOT,
+    )
+
+
+def test_help_imports_neither_torch_nor_transformers():
+    code = (
+        "import sys, plldr_hf_cli\n"
+        "parser = plldr_hf_cli.build_parser()\n"
+        "parser.format_help()\n"
+        "for name in ('torch', 'transformers', 'plldr_hf'):\n"
+        "    assert name not in sys.modules, name\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_train_sizes_match_the_training_presets():
+    from plldr_hf.training.causal_lm import SIZES
+    from plldr_hf_cli.commands.train.pldrllm import SIZES as CLI_SIZES
+
+    assert sorted(CLI_SIZES) == sorted(SIZES)
+
+
+@pytest.mark.parametrize("command", [["train", "pldrllm"], ["train", "agf"], ["evaluate"], ["collapse"], ["convert"]])
+def test_help_texts_are_clean(command):
+    proc = _run(*command, "--help")
+    assert proc.returncode == 0, proc.stderr
+    text = proc.stdout
+    assert "%%" not in text and ") (default:" not in text, text
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["train", "pldrllm", "--max-steps", "-5"], "--max-steps: must be a positive integer, got -5"),
+        (["train", "pldrllm", "--max-steps", "0"], "--max-steps: must be a positive integer, got 0"),
+        (["train", "pldrllm", "--batch-size", "two"], "--batch-size: must be a positive integer, got 'two'"),
+        (["train", "pldrllm", "--dataset", "no/such/file.txt"], "--dataset: no/such/file.txt does not exist"),
+        (["train", "agf", "--dataset", "no/such/file.jsonl"], "--dataset: no/such/file.jsonl does not exist"),
+        (["collapse", "no/such/model", "out"], "no/such/model"),
+        (["diagnose", "no/such/model"], "no/such/model"),
+    ],
+)
+def test_mistakes_are_one_line_with_status_2_and_leave_nothing(tmp_path, argv, message):
+    out = tmp_path / "out"
+    argv = [*argv, "--output-dir", str(out)] if argv[0] == "train" else argv
+    proc = _run(*argv)
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert proc.returncode == 2, proc.stderr
+    assert message in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr and len(lines) <= 2, proc.stderr  # argparse: usage line + error line
+    assert not out.exists()
+
+
+def test_collapse_refusal_speaks_in_flags(tmp_path, capsys):
+    from tests.utils import tiny_model
+
+    folder = tmp_path / "model"
+    tiny_model().save_pretrained(folder)
+    assert main(["collapse", str(folder), str(tmp_path / "collapsed")]) == 1
+    err = capsys.readouterr().err
+    assert "--force" in err and "force=True" not in err
+    assert not (tmp_path / "collapsed").exists()
+
+
+def test_wrong_model_type_is_named(tmp_path, capsys):
+    from plldr_hf import AgfConfig, AgfForConditionalGeneration
+
+    folder = tmp_path / "agf"
+    config = AgfConfig(
+        vocab_size=99,
+        d_model=32,
+        encoder_layers=1,
+        decoder_layers=1,
+        encoder_attention_heads=2,
+        decoder_attention_heads=2,
+        encoder_ffn_dim=32,
+        decoder_ffn_dim=32,
+    )
+    AgfForConditionalGeneration(config).save_pretrained(folder)
+    capsys.readouterr()
+    assert main(["collapse", str(folder), str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "'agf' model" in err and "PLDR-LLM" in err and len(err.splitlines()) == 1

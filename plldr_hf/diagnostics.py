@@ -60,6 +60,7 @@ import torch
 from plldr_hf.models.pldrllm.modeling_pldrllm import (
     DEDUCTIVE_TENSORS,
     dag_loss,
+    default_calibration,
     order_parameter_rms,
     order_parameter_soc,
 )
@@ -208,21 +209,9 @@ def _g_mode(config) -> str:
     return "collapsed" if config.collapsed else "learned"
 
 
-def _default_sequences(config, max_len: int) -> list[list[int]]:
-    # the empty prompt [eos] of the v510Gi recipe plus seeded random sequences, as `collapse()` uses by default
-    generator = torch.Generator().manual_seed(0)
-    low = min(6, config.vocab_size - 1)
-    first = config.eos_token_id if config.eos_token_id is not None else low
-    sequences = [[first]]
-    for n in (8, 16, 32, 64):
-        if n <= max_len:
-            sequences.append(torch.randint(low, config.vocab_size, (n,), generator=generator).tolist())
-    return sequences
-
-
 def _as_sequences(model, inputs, tokenizer, max_len: int) -> list[list[int]]:
     if inputs is None:
-        sequences = _default_sequences(model.config, max_len)
+        sequences = default_calibration(model.config)
     elif isinstance(inputs, str) or (isinstance(inputs, (list, tuple)) and inputs and isinstance(inputs[0], str)):
         if tokenizer is None:
             raise ValueError("diagnose(): texts need a `tokenizer`")
@@ -346,21 +335,21 @@ class DiagnosticsReport:
     def format_table(self) -> str:
         """Markdown tables: the order parameters per tensor type, then the per-layer audit."""
 
-        def fmt(value, spec=".3e"):
+        def fmt(value, spec=".3g"):
             return "n/a" if value is None else format(value, spec)
 
         lines = [
             f"PLDR-LLM diagnostics: G {self.g_mode}; {self.num_inputs} inputs (lengths {self.input_lengths}), "
             f"continuation {self.new_tokens} greedy tokens",
             "",
-            "| tensor | SOC RMSE₁C / abs(μ_C) (prompt vs +continuation) | audit RMS-symmetric (max) "
-            "| SOC across inputs (collapse criterion) |",
+            "| tensor | order parameter: SOC RMSE / abs(mean) across inputs (collapse criterion) "
+            "| SOC prompt vs +continuation | audit RMS-symmetric (max) |",
             "|---|---|---|---|",
         ]
         for name in DEDUCTIVE_TENSORS:
             lines.append(
-                f"| {name} | {fmt(self.order_parameter[name])} | {fmt(self.order_parameter_rms[name])} "
-                f"| {fmt(self.order_parameter_inputs[name])} |"
+                f"| {name} | {fmt(self.order_parameter_inputs[name])} | {fmt(self.order_parameter[name])} "
+                f"| {fmt(self.order_parameter_rms[name])} |"
             )
         lines += [
             "",

@@ -108,7 +108,6 @@ def run_pldrllm(plan: QuickstartPlan, out: Path) -> dict:
         save_total_limit=1,
         max_eval_blocks=64,
         report_to=["tensorboard"],
-        order_parameter_inputs=6,
     )
     report = train_causal_lm(options, extra_callbacks=budget)
     tokenizer = AutoTokenizer.from_pretrained(run_dir)
@@ -151,7 +150,7 @@ def run_pldrllm(plan: QuickstartPlan, out: Path) -> dict:
         "steps": report["global_step"],
         "max_steps": plan.pldr_steps,
         "stopped_by_time_budget": any(b.stopped_early for b in budget),
-        "median_s_per_step": report["timing"]["median_s_per_step"],
+        "s_per_step": report["s_per_step"],
         "validation_perplexity": report["validation_perplexity"],
         "order_parameter_before": report["order_parameter_before"],
         "order_parameter_after": report["order_parameter_after"],
@@ -282,20 +281,20 @@ def write_summary(out: Path, results: dict) -> Path:
         "",
         f"- {p['parameters'] / 1e6:.2f}M parameters, {p['steps']} of {p['max_steps']} steps"
         + (" (stopped by the time budget)" if p["stopped_by_time_budget"] else "")
-        + f", {_fmt(p['median_s_per_step'], '.2f')} s/step, DAG weights 0.05 each (warm-up).",
+        + f", {_fmt(p['s_per_step'])} s/step (train_runtime / steps), DAG weights 0.05 each (warm-up).",
         f"- Validation perplexity: **{p['validation_perplexity']:.2f}**.",
-        "- Order parameter of G_LM (SOC definition, RMSE / |mean|; ≈ 0 means input-invariant): "
-        f"before training {_fmt(op_before.get('soc', {}).get('G_LM'))}, after {_fmt(op_after.get('soc', {}).get('G_LM'))}"
-        f"; across the sample prompts {_fmt(p['order_parameter_prompts'].get('G_LM'))}.",
+        "- Order parameter of G_LM (SOC RMSE / |mean| across the calibration inputs, the collapse criterion; ≈ 0 "
+        f"means input-invariant): before training {_fmt(op_before.get('across_inputs', {}).get('G_LM'))}, after "
+        f"{_fmt(op_after.get('across_inputs', {}).get('G_LM'))}.",
         "",
         "| tensor | order parameter (collapse calibration) | symmetric RMS |",
         "|---|---|---|",
     ]
     for name, value in collapse["order_parameter"].items():
-        lines.append(f"| {name} | {value:.3e} | {collapse['order_parameter_rms'][name]:.3e} |")
+        lines.append(f"| {name} | {value:.3g} | {collapse['order_parameter_rms'][name]:.3g} |")
     if collapse["refused"]:
         verdict = (
-            f"`collapse()` **refused**: G_LM's order parameter {collapse['order_parameter']['G_LM']:.3e} exceeds the "
+            f"`collapse()` **refused**: G_LM's order parameter {collapse['order_parameter']['G_LM']:.3g} exceeds the "
             f"tolerance {collapse['tolerance']:g}, so this short run is not input-invariant (the paper's collapse "
             "appears after far longer near-critical training). For the speed comparison it was collapsed with "
             f"`force=True`, an approximation: max |Δlogit| {collapse['max_abs_logit_diff']:.3g}, argmax agreement "
@@ -303,7 +302,7 @@ def write_summary(out: Path, results: dict) -> Path:
         )
     else:
         verdict = (
-            f"`collapse()` accepted the model (G_LM order parameter {collapse['order_parameter']['G_LM']:.3e} ≤ "
+            f"`collapse()` accepted the model (G_LM order parameter {collapse['order_parameter']['G_LM']:.3g} ≤ "
             f"{collapse['tolerance']:g}); max |Δlogit| {collapse['max_abs_logit_diff']:.3g}."
         )
     speed = p["decode_speed"]

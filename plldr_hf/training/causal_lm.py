@@ -629,14 +629,15 @@ def reference_training_arguments(
     return TrainingArguments(**kwargs)
 
 
-def order_parameters(model, calibration, new_tokens: int = 16) -> dict | None:
+def order_parameters(model, calibration=None, new_tokens: int = 16) -> dict | None:
     """Order parameters of A, A_LM, A_P, G_LM from `plldr_hf.diagnostics.diagnose` (the model is not changed).
 
-    `"soc"`: the SOC-paper definition RMSE(x_1 − x_C)/|mean(x_C)| (`pldr_llm.md` §10.1), x_C from each calibration
-    prompt alone (what the G-cache holds), x_1 from the prompt plus `new_tokens` greedy tokens, pooled over the
-    model. `"across_inputs"`: the same statistic between different prompts (what `collapse()` tests). ≈ 0 means
-    input-invariant (near-critical); order 1 and above, sub-critical. None for models without a learned G (the
-    Llama baseline, a fixed-G or collapsed PLDR-LLM).
+    `"across_inputs"` (the headline number, and what `collapse()` tests): the SOC statistic RMSE(x − x_ref)/|mean
+    (x_ref)| between the calibration inputs, x_ref the first one; `"soc"`: the same statistic between each prompt and
+    the prompt plus `new_tokens` greedy tokens (`pldr_llm.md` §10.1). `calibration` None: the default calibration of
+    `collapse()` and `plldr-hf diagnose` (`default_calibration`), so the three report the same number for one model.
+    ≈ 0 means input-invariant (near-critical); order 1 and above, sub-critical. None for models without a learned G
+    (the Llama baseline, a fixed-G or collapsed PLDR-LLM).
     """
     from plldr_hf.diagnostics import diagnose
 
@@ -644,7 +645,14 @@ def order_parameters(model, calibration, new_tokens: int = 16) -> dict | None:
     if getattr(config, "model_type", None) != "pldrllm" or config.custom_G_type is not None or config.collapsed:
         return None
     report = diagnose(model, inputs=calibration, new_tokens=new_tokens)
-    return {"soc": dict(report.order_parameter), "across_inputs": dict(report.order_parameter_inputs)}
+    return {"across_inputs": dict(report.order_parameter_inputs), "soc": dict(report.order_parameter)}
+
+
+def seconds_per_step(train_metrics: dict, steps: int) -> float | None:
+    """Wall seconds per optimizer step of a run: Trainer's `train_runtime` / steps (evaluation and checkpoints
+    included), the one definition every report of the package uses."""
+    runtime = train_metrics.get("train_runtime")
+    return runtime / steps if runtime and steps else None
 
 
 def perplexity_from_metrics(metrics: dict, prefix: str = "eval") -> float:
@@ -737,7 +745,6 @@ class TrainOptions:
     resume: str | bool | None = None
     seed: int = 0
     architecture: str = "pldrllm"
-    order_parameter_inputs: int = 8
     padding_free: bool = False
 
     def resolved(self) -> TrainOptions:
@@ -831,13 +838,6 @@ def build_model(options: TrainOptions, vocab_size: int):
     return PldrllmForCausalLM(config)
 
 
-def _calibration(eval_blocks, options: TrainOptions) -> list[list[int]]:
-    n = min(options.order_parameter_inputs, len(eval_blocks))
-    # room for the 16-token continuation of `order_parameters` inside the context
-    length = max(1, min(options.block_size - 16, 128))
-    return [eval_blocks[i]["input_ids"][:length] for i in range(n)]
-
-
 def _resume_checkpoint(options: TrainOptions) -> str | None:
     from transformers.trainer_utils import get_last_checkpoint
 
@@ -906,7 +906,6 @@ def train_causal_lm(options: TrainOptions, *, tokenizer=None, data=None, extra_c
             options_file.write_text(json.dumps(asdict(options), indent=2))
             save_tokenizer(tokenizer, out)
     model = build_model(options, len(tokenizer))
-    calibration = _calibration(eval_blocks, options)
     report: dict = {
         "options": asdict(options),
         "model": type(model).__name__,
@@ -918,7 +917,7 @@ def train_causal_lm(options: TrainOptions, *, tokenizer=None, data=None, extra_c
     }
     init_file = out / "order_parameter_init.json"
     if checkpoint is None:
-        report["order_parameter_before"] = order_parameters(model, calibration) if is_main else None
+        report["order_parameter_before"] = order_parameters(model) if is_main else None
         if is_main:
             init_file.write_text(json.dumps(report["order_parameter_before"]))
     else:
@@ -952,9 +951,10 @@ def train_causal_lm(options: TrainOptions, *, tokenizer=None, data=None, extra_c
     report["train_metrics"] = train_result.metrics
     report["eval_metrics"] = metrics
     report["validation_perplexity"] = perplexity_from_metrics(metrics)
-    report["order_parameter_after"] = order_parameters(trainer.model, calibration)
+    report["order_parameter_after"] = order_parameters(trainer.model)
     report["timing"] = timer.summary()
     report["global_step"] = trainer.state.global_step
+    report["s_per_step"] = seconds_per_step(train_result.metrics, trainer.state.global_step)
     report["loss_curves"] = str(
         plot_loss_curves(
             trainer.state.log_history, out / "loss_curves.png", title=f"{options.architecture} {options.size}"
@@ -1016,6 +1016,10 @@ def options_from_args(args) -> TrainOptions:
     )
 
 
+def _sig(value) -> str:
+    return "n/a" if value is None else f"{value:.3g}"
+
+
 def run_from_args(args) -> int:
     """Entry point of `plldr-hf train pldrllm` and `examples/train_pldr_llm.py`."""
     # the pipeline's own progress lines; other libraries (accelerate, datasets) stay at WARNING
@@ -1023,9 +1027,14 @@ def run_from_args(args) -> int:
     logging.getLogger("plldr_hf").setLevel(logging.INFO)
     report = train_causal_lm(options_from_args(args))
     if report:
-        before = ((report.get("order_parameter_before") or {}).get("soc") or {}).get("G_LM")
-        after = ((report.get("order_parameter_after") or {}).get("soc") or {}).get("G_LM")
-        print(f"validation perplexity: {report['validation_perplexity']:.3f}")
-        print(f"order parameter G_LM (SOC, RMSE/|mean|): before {before}, after {after}")
+        before = ((report.get("order_parameter_before") or {}).get("across_inputs") or {}).get("G_LM")
+        after = ((report.get("order_parameter_after") or {}).get("across_inputs") or {}).get("G_LM")
+        print(f"validation perplexity: {report['validation_perplexity']:.3g}")
+        if before is not None or after is not None:
+            print(
+                "G_LM order parameter (SOC RMSE/|mean| across the calibration inputs, the collapse criterion): "
+                f"before {_sig(before)}, after {_sig(after)}"
+            )
+        print(f"{_sig(report.get('s_per_step'))} s/step (train_runtime / steps)")
         print(f"report: {Path(args.output_dir, 'train_report.json')}; curves: {report['loss_curves']}")
     return 0

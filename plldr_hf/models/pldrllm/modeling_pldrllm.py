@@ -871,6 +871,24 @@ class PldrllmModel(PldrllmPreTrainedModel):
 DEDUCTIVE_TENSORS = ("A", "A_LM", "A_P", "G_LM")
 
 
+# room that the default calibration inputs leave for the 16-token greedy continuation of `plldr_hf.diagnostics`
+CALIBRATION_ROOM = 16
+
+
+def default_calibration(config: PldrllmConfig) -> list[list[int]]:
+    """The calibration inputs of `collapse()`, `plldr_hf.diagnostics.diagnose` and the training report: the empty
+    prompt `[eos]` of the v510Gi recipe (the value frozen, as the reference of the measurement) plus seeded random
+    sequences of 8–96 tokens that leave `CALIBRATION_ROOM` positions for a continuation."""
+    generator = torch.Generator().manual_seed(0)
+    low = min(6, config.vocab_size - 1)
+    longest = max(1, config.max_position_embeddings - CALIBRATION_ROOM)
+    sequences = [[config.eos_token_id if config.eos_token_id is not None else low]]
+    for n in (8, 16, 24, 32, 48, 64, 96):
+        if n <= longest:
+            sequences.append(torch.randint(low, config.vocab_size, (n,), generator=generator).tolist())
+    return sequences
+
+
 def order_parameter_soc(samples: torch.Tensor, reference: torch.Tensor) -> float:
     """SOC-paper order parameter RMSE(x − x_ref) / |mean(x_ref)|, pooled over every value given (float64).
 
@@ -926,18 +944,19 @@ class PldrllmCollapseReport:
             f"collapse report: {self.num_calibration} calibration inputs, tolerance {self.tolerance:g} on G_LM "
             f"(SOC order parameter), invariant: {self.invariant}" + (" (forced)" if self.forced else ""),
             "",
-            "| tensor | order parameter RMSE / abs(mean) | symmetric RMS (max) | per layer (RMSE / abs(mean)) |",
+            "| tensor | order parameter (SOC: RMSE / abs(mean), across inputs) | symmetric RMS (max) "
+            "| per layer (SOC) |",
             "|---|---|---|---|",
         ]
         for name in DEDUCTIVE_TENSORS:
             per_layer = ", ".join(f"{v:.3g}" for v in self.per_layer[name])
             lines.append(
-                f"| {name} | {self.order_parameter[name]:.3e} | {self.order_parameter_rms[name]:.3e} | {per_layer} |"
+                f"| {name} | {self.order_parameter[name]:.3g} | {self.order_parameter_rms[name]:.3g} | {per_layer} |"
             )
         if self.max_abs_logit_diff is not None:
             lines += [
                 "",
-                f"collapsed vs uncollapsed logits: max |Δlogit| {self.max_abs_logit_diff:.3e}, "
+                f"collapsed vs uncollapsed logits: max |Δlogit| {self.max_abs_logit_diff:.3g}, "
                 f"argmax agreement {100 * self.argmax_agreement:.2f}%",
             ]
         return "\n".join(lines)
@@ -1109,10 +1128,10 @@ class PldrllmForCausalLM(PldrllmPreTrainedModel, GenerationMixin):
             if not report.invariant and not force:
                 raise ValueError(
                     f"collapse() refused: G_LM is not input-invariant on {len(sequences)} calibration inputs. "
-                    f"SOC order parameter (RMSE/|mean|): "
-                    + ", ".join(f"{k} {v:.3e}" for k, v in report.order_parameter.items())
+                    f"Order parameter (SOC: RMSE/|mean| across inputs): "
+                    + ", ".join(f"{k} {v:.3g}" for k, v in report.order_parameter.items())
                     + "; symmetric RMS: "
-                    + ", ".join(f"{k} {v:.3e}" for k, v in report.order_parameter_rms.items())
+                    + ", ".join(f"{k} {v:.3g}" for k, v in report.order_parameter_rms.items())
                     + f". Tolerance on G_LM: {tolerance:g}. Pass force=True to collapse anyway (an approximation)."
                 )
             frozen = [per_input[0][i] for i in (0, 1, 3)]
@@ -1162,11 +1181,7 @@ class PldrllmForCausalLM(PldrllmPreTrainedModel, GenerationMixin):
         cfg = self.config
         device = self.decoder.embedding.weight.device
         if calibration is None:
-            generator = torch.Generator().manual_seed(0)
-            low = min(6, cfg.vocab_size - 1)
-            lengths = [n for n in (8, 16, 24, 32, 48, 64, 96) if n <= cfg.max_position_embeddings]
-            sequences = [[cfg.eos_token_id if cfg.eos_token_id is not None else low]]
-            sequences += [torch.randint(low, cfg.vocab_size, (n,), generator=generator).tolist() for n in lengths]
+            sequences = default_calibration(cfg)
         elif isinstance(calibration, str) or (
             isinstance(calibration, (list, tuple)) and calibration and isinstance(calibration[0], str)
         ):
@@ -1406,5 +1421,6 @@ __all__ = [
     "dag_loss",
     "dag_values",
     "order_parameter_soc",
+    "default_calibration",
     "order_parameter_rms",
 ]

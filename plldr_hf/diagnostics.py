@@ -313,6 +313,7 @@ class DiagnosticsReport:
     order_parameter_rms: dict
     order_parameter_rms_per_layer: dict
     order_parameter_inputs: dict
+    order_parameter_inputs_per_layer: dict
     sigma_ratio: list
     numerical_rank: list
     rows_identical: list
@@ -441,14 +442,14 @@ def diagnose(model, inputs=None, tokenizer=None, new_tokens: int = 16, rtol: flo
         model.train(was_training)
 
     notes = []
-    order, order_layer, order_rms, order_rms_layer, order_inputs, dag = {}, {}, {}, {}, {}, {}
+    order, order_layer, order_rms, order_rms_layer, order_inputs, order_inputs_layer, dag = {}, {}, {}, {}, {}, {}, {}
     num_layers = config.num_hidden_layers
     for name in DEDUCTIVE_TENSORS:
         x_c, x_1 = _stack(prompt_outputs, name), _stack(full_outputs, name)
         if not (_finite(x_c) and _finite(x_1)):
             notes.append(f"{name} is not available (fixed-G model without the power-law tensors) or not finite")
             order[name] = order_rms[name] = order_inputs[name] = None
-            order_layer[name] = order_rms_layer[name] = dag[name] = [None] * num_layers
+            order_layer[name] = order_rms_layer[name] = order_inputs_layer[name] = dag[name] = [None] * num_layers
             continue
         order[name] = order_parameter_soc(x_1, x_c)
         order_layer[name] = [order_parameter_soc(x_1[:, layer], x_c[:, layer]) for layer in range(num_layers)]
@@ -458,6 +459,7 @@ def diagnose(model, inputs=None, tokenizer=None, new_tokens: int = 16, rtol: flo
         ]
         order_rms[name] = max(order_rms_layer[name])
         order_inputs[name] = order_parameter_soc(x_c, x_c[:1])
+        order_inputs_layer[name] = [order_parameter_soc(x_c[:, layer], x_c[:1, layer]) for layer in range(num_layers)]
         dag[name] = dag_values_per_layer(x_c)
     if len(sequences) < 2:
         notes.append("one input only: the order parameter across inputs is 0 by definition")
@@ -483,6 +485,7 @@ def diagnose(model, inputs=None, tokenizer=None, new_tokens: int = 16, rtol: flo
         order_parameter_rms=order_rms,
         order_parameter_rms_per_layer=order_rms_layer,
         order_parameter_inputs=order_inputs,
+        order_parameter_inputs_per_layer=order_inputs_layer,
         sigma_ratio=_tolist(audit["sigma_ratio"].amax(0)),
         numerical_rank=_tolist(audit["numerical_rank"].amax(0)),
         rows_identical=_tolist(audit["rows_identical"].all(0)),
@@ -497,9 +500,6 @@ def diagnose(model, inputs=None, tokenizer=None, new_tokens: int = 16, rtol: flo
     )
 
 
-_PLOT_FLOOR = 1e-18
-
-
 def _matplotlib():
     import matplotlib
 
@@ -510,48 +510,65 @@ def _matplotlib():
 
 
 def plot_order_parameters(report: DiagnosticsReport, path) -> None:
-    """PNG: per-layer order parameter of each tensor type, SOC definition (left) and audit definition (right)."""
+    """PNG: how input-dependent each deductive tensor is, per layer — grouped bars of the SOC order parameter across
+    the calibration inputs (the collapse criterion, left) and between each prompt and its greedy continuation
+    (right). A symmetric-log axis shows an exact 0 (input-invariant) as a bar of height 0."""
     plt = _matplotlib()
-    fig, axes = plt.subplots(1, 2, figsize=(10, 4), constrained_layout=True)
     layers = list(range(report.num_layers))
-    for ax, values, title in (
-        (axes[0], report.order_parameter_per_layer, "SOC: RMSE(x₁ − x_C) / |mean x_C|"),
-        (axes[1], report.order_parameter_rms_per_layer, "audit: RMS(x₁ − x_C) / ½(RMS x₁ + RMS x_C), max"),
-    ):
-        for name in DEDUCTIVE_TENSORS:
-            if values[name][0] is None:
-                continue
-            ax.plot(layers, [max(v, _PLOT_FLOOR) for v in values[name]], marker="o", label=name)
-        ax.set_yscale("log")
-        ax.set_xlabel("layer")
+    names = [n for n in DEDUCTIVE_TENSORS if report.order_parameter_inputs_per_layer[n][0] is not None]
+    width = 0.8 / max(1, len(names))
+    fig, axes = plt.subplots(1, 2, figsize=(13, 4.8), sharey=True)
+    panels = (
+        (axes[0], report.order_parameter_inputs_per_layer, "across calibration inputs (collapse criterion)"),
+        (axes[1], report.order_parameter_per_layer, f"prompt vs prompt + {report.new_tokens} greedy tokens"),
+    )
+    for ax, values, title in panels:
+        for i, name in enumerate(names):
+            xs = [layer + (i - (len(names) - 1) / 2) * width for layer in layers]
+            ax.bar(xs, values[name], width=width, label=name)
+        ax.set_yscale("symlog", linthresh=1e-3)
         ax.set_xticks(layers)
-        ax.set_title(title, fontsize=9)
-        ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=8)
-    fig.suptitle(f"order parameter per layer (G {report.g_mode}; 0 drawn at {_PLOT_FLOOR:g})", fontsize=10)
+        ax.set_xlabel("decoder layer")
+        ax.set_title(title, fontsize=11)
+        ax.grid(True, axis="y", which="both", alpha=0.3)
+    axes[0].set_ylabel("order parameter RMSE / |mean| (dimensionless)")
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="center left", bbox_to_anchor=(0.88, 0.5), title="tensor")
+    fig.suptitle(
+        f"PLDR-LLM order parameter per layer (G {report.g_mode}; {report.num_inputs} inputs; 0 = input-invariant)",
+        fontsize=12,
+    )
+    fig.tight_layout(rect=(0, 0, 0.87, 1))
     fig.savefig(path, dpi=100)
     plt.close(fig)
 
 
 def plot_singular_values(report: DiagnosticsReport, path) -> None:
-    """PNG: normalised singular values σ_i/σ₁ of A for the first input, one panel per layer, one line per head."""
+    """PNG: the normalised singular values σ_i/σ₁ of the metric tensor A for the first input, one panel per layer
+    and one line per head (a rank-one A is a single point at 1 and a drop to the floor)."""
     plt = _matplotlib()
-    cols = min(report.num_layers, 5)
+    cols = min(report.num_layers, 4)
     rows = math.ceil(report.num_layers / cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(3 * cols, 2.8 * rows), squeeze=False, constrained_layout=True)
+    fig, axes = plt.subplots(rows, cols, figsize=(max(11, 3.2 * cols + 2), 4.2 * rows), squeeze=False)
+    floor = float(torch.finfo(torch.float32).eps)
     for layer in range(rows * cols):
         ax = axes[layer // cols][layer % cols]
         if layer >= report.num_layers:
             ax.axis("off")
             continue
-        for spectrum in report.singular_values[layer]:
-            ax.plot(range(1, len(spectrum) + 1), [max(v, _PLOT_FLOOR) for v in spectrum], lw=0.8)
+        for head, spectrum in enumerate(report.singular_values[layer]):
+            ax.plot(range(1, len(spectrum) + 1), [max(v, floor) for v in spectrum], lw=1.0, label=f"head {head}")
         ax.set_yscale("log")
-        ax.set_title(f"layer {layer}", fontsize=9)
-        ax.set_xlabel("i")
+        ax.set_ylim(bottom=floor / 2)
+        ax.set_title(f"layer {layer}", fontsize=11)
+        ax.set_xlabel("singular value index i")
         ax.grid(True, which="both", alpha=0.3)
-    axes[0][0].set_ylabel("σ_i / σ₁")
-    fig.suptitle(f"singular values of A per head (G {report.g_mode}; 0 drawn at {_PLOT_FLOOR:g})", fontsize=10)
+    for row in axes:
+        row[0].set_ylabel("σ_i / σ₁ (float32 ε floor)")
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="center left", bbox_to_anchor=(0.9, 0.5), title="head", fontsize=9)
+    fig.suptitle(f"Singular values of the metric tensor A (G {report.g_mode}; first calibration input)", fontsize=12)
+    fig.tight_layout(rect=(0, 0, 0.89, 1))
     fig.savefig(path, dpi=100)
     plt.close(fig)
 

@@ -99,3 +99,59 @@ def test_wrong_model_type_is_named(tmp_path, capsys):
     assert main(["collapse", str(folder), str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err.strip()
     assert "'agf' model" in err and "PLDR-LLM" in err and len(err.splitlines()) == 1
+
+
+@pytest.mark.parametrize("family", ["pldrllm", "agf"])
+def test_bad_model_inputs_name_the_argument_and_the_range(family):
+    import torch
+
+    if family == "pldrllm":
+        from tests.utils import tiny_model
+
+        model = tiny_model()
+
+        def call(ids, mask=None):
+            return model(ids, attention_mask=mask, use_cache=False)
+    else:
+        from plldr_hf import AgfConfig, AgfForConditionalGeneration
+
+        config = AgfConfig(
+            vocab_size=99,
+            d_model=32,
+            encoder_layers=1,
+            decoder_layers=1,
+            encoder_attention_heads=2,
+            decoder_attention_heads=2,
+            encoder_ffn_dim=32,
+            decoder_ffn_dim=32,
+        )
+        model = AgfForConditionalGeneration(config).eval()
+
+        def call(ids, mask=None):
+            return model(ids, attention_mask=mask, decoder_input_ids=torch.tensor([[1, 5]]), use_cache=False)
+
+    with pytest.raises(ValueError, match=r"token id 99 .* outside the vocabulary \[0, 99\)"):
+        call(torch.tensor([[5, 99, 7]]))
+    with pytest.raises(ValueError, match="empty input of shape"):
+        call(torch.zeros(1, 0, dtype=torch.long))
+    with pytest.raises(ValueError, match=r"`attention_mask` of shape \(1, 4\), expected \(1, 3\)"):
+        call(torch.tensor([[5, 6, 7]]), torch.ones(1, 4, dtype=torch.long))
+
+
+@pytest.mark.parametrize(
+    "family, field, value",
+    [
+        ("pldrllm", "layer_norm_eps", -1.0),
+        ("pldrllm", "eos_token_id", 500),
+        ("pldrllm", "attention_dropout", 1.5),
+        ("agf", "dropout", -0.1),
+        ("agf", "pad_token_id", 500),
+        ("agf", "agf_min_radius", 0.0),
+    ],
+)
+def test_invalid_config_values_are_refused(family, field, value):
+    from plldr_hf import AgfConfig, PldrllmConfig
+
+    cls = PldrllmConfig if family == "pldrllm" else AgfConfig
+    with pytest.raises(ValueError, match=f"`{field}`.*{value!r}".replace("(", r"\(").replace(")", r"\)")):
+        cls(vocab_size=99, **{field: value}) if family == "agf" else cls(vocab_size=99, **{field: value})

@@ -155,3 +155,19 @@ def test_diagnose_rejects_bad_input():
         dg.diagnose(model, new_tokens=0)
     with pytest.raises(ValueError, match="2D"):
         dg.diagnose(model, torch.tensor([5, 6, 7]))
+
+
+def test_plots_are_readable_at_a_glance(tmp_path):
+    """≥ 1000 px wide, one question per figure (issue 15); legends sit outside the axes (checked by eye once)."""
+    from PIL import Image
+
+    from plldr_hf.diagnostics import diagnose
+    from plldr_hf.training.causal_lm import plot_loss_curves
+    from tests.utils import tiny_model
+
+    paths = diagnose(tiny_model()).save(tmp_path)
+    history = [{"step": 1, "loss": 3.0, "lm_loss": 2.9, "dag_a_lm": 0.1}, {"step": 2, "eval_lm_loss": 2.5}]
+    pngs = [paths["order_parameter"], paths["singular_values"], plot_loss_curves(history, tmp_path / "loss.png")]
+    for png in pngs:
+        width, height = Image.open(png).size
+        assert width >= 1000 and height >= 400, (png, width, height)

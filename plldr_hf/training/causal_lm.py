@@ -675,7 +675,7 @@ def plot_loss_curves(log_history: list[dict], path: str | os.PathLike, title: st
         return [p[0] for p in points], [p[1] for p in points]
 
     dag_keys = [k for k in ("dag_a_lm", "dag_a_p", "dag_g_lm") if series(k)[0]]
-    fig, axes = plt.subplots(1, 2 if dag_keys else 1, figsize=(11 if dag_keys else 6, 4), squeeze=False)
+    fig, axes = plt.subplots(1, 2 if dag_keys else 1, figsize=(14 if dag_keys else 11, 4.8), squeeze=False)
     ax = axes[0][0]
     for key, label in (
         ("loss", "train loss"),
@@ -691,18 +691,20 @@ def plot_loss_curves(log_history: list[dict], path: str | os.PathLike, title: st
             ax.plot(xs, ys, label="val loss", marker="o")
     ax.set_xlabel("optimizer step")
     ax.set_ylabel("loss (nats / token)")
+    ax.set_title("training and validation loss")
     ax.grid(alpha=0.3)
-    ax.legend()
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0))
     if dag_keys:
         ax = axes[0][1]
         for key in dag_keys:
             xs, ys = series(key)
             ax.plot(xs, ys, label=key)
         ax.set_xlabel("optimizer step")
-        ax.set_ylabel("DAG value (unweighted)")
+        ax.set_ylabel("DAG value, unweighted (dimensionless)")
+        ax.set_title("DAG regulariser terms")
         ax.set_yscale("symlog", linthresh=1e-3)
         ax.grid(alpha=0.3)
-        ax.legend()
+        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0))
     if title:
         fig.suptitle(title)
     fig.tight_layout()

@@ -95,6 +95,32 @@ def _merge_cache_kwargs(cache: Cache | None, past_key_values: Cache | None, owne
     return cache if cache is not None else past_key_values
 
 
+def check_inputs(owner: str, input_ids, inputs_embeds, attention_mask, vocab_size: int, past_length: int = 0) -> None:
+    """Clear errors for inputs that would fail deep inside or silently (issue 15): empty inputs, token ids outside
+    the vocabulary, an attention mask of the wrong shape. Ids are checked only when no cache is filled yet (the
+    decode steps feed back the model's own predictions; a check there would cost a device sync per token)."""
+    if torch.compiler.is_compiling():
+        return
+    shape = tuple((input_ids if input_ids is not None else inputs_embeds).shape)
+    if len(shape) < 2 or 0 in shape[:2]:
+        raise ValueError(f"{owner}: empty input of shape {shape}; pass at least one token per row, as (batch, length)")
+    if input_ids is not None and past_length == 0:
+        low, high = int(input_ids.min()), int(input_ids.max())
+        if low < 0 or high >= vocab_size:
+            bad = high if high >= vocab_size else low
+            raise ValueError(
+                f"{owner}: token id {bad} is outside the vocabulary [0, {vocab_size}); was the input made by another "
+                "model's tokenizer?"
+            )
+    if attention_mask is not None and attention_mask.dim() == 2:
+        expected = (shape[0], past_length + shape[1])
+        if tuple(attention_mask.shape) != expected:
+            raise ValueError(
+                f"{owner}: `attention_mask` of shape {tuple(attention_mask.shape)}, expected {expected} "
+                f"(batch, cached {past_length} + new {shape[1]} tokens)"
+            )
+
+
 def shift_tokens_right(input_ids: torch.Tensor, pad_token_id: int, decoder_start_token_id: int) -> torch.Tensor:
     """Labels → decoder inputs: prepend the start token, drop the last label, and turn -100 into padding."""
     if pad_token_id is None or decoder_start_token_id is None:
@@ -1099,6 +1125,7 @@ class AgfEncoder(AgfPreTrainedModel):
         return_dict = self.config.return_dict if return_dict is None else return_dict
         if (input_ids is None) == (inputs_embeds is None):
             raise ValueError("pass exactly one of `input_ids` and `inputs_embeds`")
+        check_inputs("AgfEncoder", input_ids, inputs_embeds, attention_mask, self.config.vocab_size)
         if inputs_embeds is None:
             inputs_embeds = self.embed_tokens(input_ids)
         batch, length = inputs_embeds.shape[:2]
@@ -1187,6 +1214,8 @@ class AgfDecoder(AgfPreTrainedModel):
             use_cache = False
         if (input_ids is None) == (inputs_embeds is None):
             raise ValueError("pass exactly one of decoder `input_ids` and `inputs_embeds`")
+        given_past = cache.get_seq_length() if use_cache and cache is not None else 0
+        check_inputs("AgfDecoder", input_ids, inputs_embeds, attention_mask, self.config.vocab_size, given_past)
         if inputs_embeds is None:
             inputs_embeds = self.embed_tokens(input_ids)
         batch, q_len = inputs_embeds.shape[:2]

@@ -854,7 +854,7 @@ class PldrllmModel(PldrllmPreTrainedModel):
             expected = (shape[0], past_len + shape[1])
             if tuple(attention_mask.shape) != expected:
                 raise ValueError(
-                    f"PldrllmModel: `attention_mask` has shape {tuple(attention_mask.shape)}, expected {expected} "
+                    f"PldrllmModel: `attention_mask` of shape {tuple(attention_mask.shape)}, expected {expected} "
                     f"(batch, cached {past_len} + new {shape[1]} tokens)"
                 )
 

@@ -52,6 +52,7 @@ __all__ = [
     "train_sentencepiece_tokenizer",
     "pack_into_blocks",
     "CausalLMCollator",
+    "check_checkpoint",
     "split_into_documents",
     "training_collator",
     "pldrllm_config",
@@ -840,19 +841,68 @@ def build_model(options: TrainOptions, vocab_size: int):
     return PldrllmForCausalLM(config)
 
 
+def check_checkpoint(folder: str | os.PathLike) -> None:
+    """Raise `ValueError` naming the file when a Trainer checkpoint folder is incomplete or corrupt (a run killed
+    while it was being written, a truncated copy), instead of a deep error from torch or safetensors later."""
+    from safetensors import safe_open
+
+    folder = Path(folder)
+    state = folder / "trainer_state.json"
+    try:
+        json.loads(state.read_text())
+    except FileNotFoundError:
+        raise ValueError(
+            f"checkpoint {folder} is incomplete: {state.name} is missing (interrupted while saving?)"
+        ) from None
+    except (OSError, ValueError) as err:
+        raise ValueError(f"checkpoint file {state} is corrupt or truncated: {err}") from err
+    weights = sorted(folder.glob("*.safetensors"))
+    if not weights:
+        raise ValueError(f"checkpoint {folder} is incomplete: no model .safetensors file")
+    for path in weights:
+        try:
+            with safe_open(str(path), framework="pt") as handle:
+                for key in handle.keys():
+                    handle.get_slice(key)
+        except Exception as err:  # safetensors raises its own error types for a bad header or length
+            raise ValueError(f"checkpoint file {path} is corrupt or truncated: {err}") from err
+    for name in ("optimizer.pt", "scheduler.pt"):
+        path = folder / name
+        if not path.is_file() or path.stat().st_size == 0:
+            raise ValueError(f"checkpoint {folder} is incomplete: {name} is missing or empty")
+
+
 def _resume_checkpoint(options: TrainOptions) -> str | None:
-    from transformers.trainer_utils import get_last_checkpoint
+    from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
     if not options.resume:
         return None
     if isinstance(options.resume, str) and options.resume not in ("last", "true", "True"):
         if not Path(options.resume).is_dir():
             raise FileNotFoundError(f"--resume: checkpoint folder {options.resume} does not exist")
+        check_checkpoint(options.resume)
         return options.resume
-    last = get_last_checkpoint(options.output_dir) if Path(options.output_dir).is_dir() else None
-    if last is None:
+    folder = Path(options.output_dir)
+    candidates = (
+        sorted(
+            (p for p in folder.glob(f"{PREFIX_CHECKPOINT_DIR}-*") if p.is_dir() and p.name.split("-")[-1].isdigit()),
+            key=lambda p: int(p.name.split("-")[-1]),
+        )
+        if folder.is_dir()
+        else []
+    )
+    if not candidates:
         raise FileNotFoundError(f"--resume: no checkpoint-* folder in {options.output_dir}")
-    return last
+    # the newest complete one: a run killed while writing its last checkpoint resumes from the one before
+    for candidate in reversed(candidates):
+        try:
+            check_checkpoint(candidate)
+        except ValueError as err:
+            logger.warning("skipping %s: %s", candidate.name, err)
+            continue
+        return str(candidate)
+    check_checkpoint(candidates[-1])  # raises, naming the file
+    return None
 
 
 def train_causal_lm(options: TrainOptions, *, tokenizer=None, data=None, extra_callbacks=()) -> dict:

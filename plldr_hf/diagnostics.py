@@ -354,7 +354,7 @@ class DiagnosticsReport:
             )
         lines += [
             "",
-            "| layer | G_LM order param. (SOC) | A σ₂/σ₁ (max over heads) | A rank (max) | A rows identical "
+            "| layer | G_LM order param. (across inputs) | A σ₂/σ₁ (max over heads) | A rank (max) | A rows identical "
             "| A cross-head RMS | G commutant residual (median) | A_LM Perron–Frobenius | DAG A_LM | DAG A_P "
             "| DAG G_LM |",
             "|---|---|---|---|---|---|---|---|---|---|---|",
@@ -365,7 +365,7 @@ class DiagnosticsReport:
             median = residuals[len(residuals) // 2]
             identical = sum(self.rows_identical[layer])
             lines.append(
-                f"| {layer} | {fmt(self.order_parameter_per_layer['G_LM'][layer])} "
+                f"| {layer} | {fmt(self.order_parameter_inputs_per_layer['G_LM'][layer])} "
                 f"| {fmt(max(self.sigma_ratio[layer]))} | {max(self.numerical_rank[layer])} "
                 f"| {identical}/{self.num_heads} heads | {fmt(self.cross_head_rms[layer])} | {fmt(median, '.3f')} "
                 f"| {sum(pf[layer])}/{self.num_heads} heads | {fmt(self.dag['A_LM'][layer])} "

@@ -44,9 +44,12 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 0 if args.command is None else 2
-    if not args.verbose:
-        quiet_libraries()
-    result = args.func(args)
+    restore = None if args.verbose else quiet_libraries()
+    try:
+        result = args.func(args)
+    finally:
+        if restore is not None:
+            restore()
     return int(result or 0)
 
 
@@ -56,18 +59,40 @@ def quiet_libraries() -> None:
     their APIs when they already are (commands called in-process)."""
     import os
 
+    saved_env = {
+        k: os.environ.get(k)
+        for k in ("HF_HUB_DISABLE_PROGRESS_BARS", "HF_DATASETS_DISABLE_PROGRESS_BARS", "TRANSFORMERS_VERBOSITY")
+    }
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     os.environ.setdefault("HF_DATASETS_DISABLE_PROGRESS_BARS", "1")
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    undo = []
     if "transformers" in sys.modules:
         from transformers.utils import logging as hf_logging
 
+        verbosity, bars = hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled()
         hf_logging.set_verbosity_error()
         hf_logging.disable_progress_bar()
+        undo.append(lambda: hf_logging.set_verbosity(verbosity))
+        undo.append(lambda: hf_logging.enable_progress_bar() if bars else None)
     if "datasets" in sys.modules:
         import datasets
 
+        enabled = datasets.is_progress_bar_enabled()
         datasets.disable_progress_bars()
+        undo.append(lambda: datasets.enable_progress_bars() if enabled else None)
+
+    def restore() -> None:
+        # a command called in-process (tests, notebooks) leaves the libraries as it found them
+        for action in undo:
+            action()
+        for key, value in saved_env.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+    return restore
 
 
 if __name__ == "__main__":

@@ -9,7 +9,9 @@ from plldr_hf.cli import main
 
 def test_train_diagnose_and_collapse_agree(tmp_path, capsys):
     run = tmp_path / "run"
-    flags = "--max-steps 3 --logging-steps 1 --eval-steps 0 --max-train-documents 300 --vocab-size 400 --report-to none"
+    flags = (
+        "--max-steps 3 --logging-steps 1 --eval-steps 0 --max-train-documents 300 --vocab-size 400 --report-to none"
+    )
     assert main(["train", "pldrllm", "--tiny", "--output-dir", str(run), *flags.split()]) == 0
     printed = capsys.readouterr().out
     trained = json.loads((run / "train_report.json").read_text())["order_parameter_after"]["across_inputs"]["G_LM"]

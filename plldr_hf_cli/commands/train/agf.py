@@ -1,6 +1,7 @@
 """`plldr-hf train agf`: train an AGF-family translation model with `Seq2SeqTrainer` (`plldr_hf.training.seq2seq`)."""
 
 import argparse
+import json
 
 from plldr_hf_cli.arguments import (
     fail,
@@ -10,7 +11,6 @@ from plldr_hf_cli.arguments import (
     positive_int,
     run_creating,
 )
-import json
 
 
 POSITION_ENCODINGS = ("agf", "sinusoidal", "rope", "alibi", "kerple_power", "kerple_log", "t5", "none")

@@ -11,24 +11,22 @@ from pathlib import Path
 DATA_SUFFIXES = (".txt", ".text", ".md", ".json", ".jsonl", ".parquet", ".csv", ".tsv", ".gz", ".bz2", ".xz", ".zst")
 
 
-def positive_int(text: str) -> int:
+def _integer(text: str, minimum: int, kind: str) -> int:
     try:
         value = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {value}")
+        raise argparse.ArgumentTypeError(f"must be a {kind} integer, got {text!r}") from None
+    if value < minimum:
+        raise argparse.ArgumentTypeError(f"must be a {kind} integer, got {value}")
     return value
+
+
+def positive_int(text: str) -> int:
+    return _integer(text, 1, "positive")
 
 
 def non_negative_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a non-negative integer, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be a non-negative integer, got {value}")
-    return value
+    return _integer(text, 0, "non-negative")
 
 
 def positive_float(text: str) -> float:

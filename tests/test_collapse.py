@@ -100,7 +100,7 @@ def test_random_model_is_refused_with_the_order_parameter():
     # the message carries the measured number, the same that force=True reports
     forced = model.collapse(force=True)
     assert forced.forced and not forced.invariant and forced.order_parameter["G_LM"] > 1e-3
-    assert f"G_LM {forced.order_parameter['G_LM']:.3e}" in message
+    assert f"G_LM {forced.order_parameter['G_LM']:.3g}" in message
     assert re.search(r"Tolerance on G_LM: 0\.001", message)
 
 

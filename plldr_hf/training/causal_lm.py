@@ -404,6 +404,22 @@ def save_tokenizer(tokenizer, output_dir: str | os.PathLike) -> None:
     tokenizer.save_pretrained(output_dir)
 
 
+def _document_tokenizer(tokenizer, block_size: int):
+    """The `datasets.map` function shared by both layouts: each document's ids (no BOS) with `[END]` appended."""
+    if block_size < 2:
+        raise ValueError(f"block_size must be at least 2 (one input and one target), got {block_size}")
+    eos = tokenizer.eos_token_id
+    if eos is None:
+        raise ValueError("the tokenizer has no eos token; PLDR-LLM ends every document with it")
+
+    def tokenize(batch):
+        # whole documents, longer than the model: `verbose=False` silences the max-length warning
+        ids = tokenizer(batch["text"], add_special_tokens=False, verbose=False)["input_ids"]
+        return {"ids": [x + [eos] for x in ids]}
+
+    return tokenize
+
+
 def pack_into_blocks(
     dataset: Dataset,
     tokenizer,
@@ -418,16 +434,7 @@ def pack_into_blocks(
     Documents are grouped 10,000 at a time, so less than one block per group is dropped. Returns a dataset with
     one column `input_ids` (lists of `block_size` ids).
     """
-    if block_size < 2:
-        raise ValueError(f"block_size must be at least 2 (one input and one target), got {block_size}")
-    eos = tokenizer.eos_token_id
-    if eos is None:
-        raise ValueError("the tokenizer has no eos token; PLDR-LLM packing separates documents with it")
-
-    def tokenize(batch):
-        # whole documents, longer than the model: `verbose=False` silences the max-length warning
-        ids = tokenizer(batch["text"], add_special_tokens=False, verbose=False)["input_ids"]
-        return {"ids": [x + [eos] for x in ids]}
+    tokenize = _document_tokenizer(tokenizer, block_size)
 
     def group(batch):
         flat = list(chain.from_iterable(batch["ids"]))
@@ -454,17 +461,11 @@ def split_into_documents(
     """Tokenises documents (no BOS, `[END]` appended) into one example per document, longer documents cut into
     pieces of at most `block_size` tokens: the input of padding-free batches (`DataCollatorWithFlattening`), where
     each document keeps its own Gram matrix and attention. Returns a dataset with one column `input_ids`."""
-    if block_size < 2:
-        raise ValueError(f"block_size must be at least 2 (one input and one target), got {block_size}")
-    eos = tokenizer.eos_token_id
-    if eos is None:
-        raise ValueError("the tokenizer has no eos token; PLDR-LLM ends documents with it")
+    to_ids = _document_tokenizer(tokenizer, block_size)
 
     def tokenize(batch):
-        ids = tokenizer(batch["text"], add_special_tokens=False, verbose=False)["input_ids"]
         pieces = []
-        for doc in ids:
-            doc = doc + [eos]
+        for doc in to_ids(batch)["ids"]:
             pieces += [doc[i : i + block_size] for i in range(0, len(doc), block_size) if len(doc[i:]) >= 2]
         return {"input_ids": pieces}
 

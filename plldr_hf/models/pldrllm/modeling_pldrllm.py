@@ -1127,8 +1127,8 @@ class PldrllmForCausalLM(PldrllmPreTrainedModel, GenerationMixin):
             report = self._measure_invariance(per_input, tolerance, force)
             if not report.invariant and not force:
                 raise ValueError(
-                    f"collapse() refused: G_LM is not input-invariant on {len(sequences)} calibration inputs. "
-                    f"Order parameter (SOC: RMSE/|mean| across inputs): "
+                    f"collapse() refused: G_LM is not input-invariant on {len(sequences)} calibration inputs; "
+                    f"order parameter (SOC: RMSE/|mean| across inputs): "
                     + ", ".join(f"{k} {v:.3g}" for k, v in report.order_parameter.items())
                     + "; symmetric RMS: "
                     + ", ".join(f"{k} {v:.3g}" for k, v in report.order_parameter_rms.items())

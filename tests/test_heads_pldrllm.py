@@ -159,3 +159,32 @@ def test_question_answering_trains_and_runs_in_its_pipeline(tokenizer, tmp_path)
     assert {"answer", "score", "start", "end"} <= set(answer)
     context = "Das steht auf Seite 42 im Handbuch."
     assert answer["answer"] == context[answer["start"] : answer["end"]].strip() and 0 < answer["score"] <= 1
+
+
+def test_classifier_example_runs(tmp_path, capsys):
+    import runpy
+
+    from tests.conftest import REPO_ROOT
+
+    example = runpy.run_path(str(REPO_ROOT / "examples" / "finetune_pldrllm_classifier.py"))
+    assert example["main"](["--tiny", "--output-dir", str(tmp_path / "langid")]) == 0
+    out = capsys.readouterr().out
+    accuracy = float(out.split("validation accuracy: ")[1].split()[0])
+    assert 0.0 <= accuracy <= 1.0 and "→" in out
+    assert AutoModelForSequenceClassification.from_pretrained(tmp_path / "langid").config.num_labels == 2
+
+
+def test_text_generation_pipeline_on_a_released_format_folder(tmp_path):
+    """config + weights in the released format next to the released tokenizer files, as users download them."""
+    import shutil
+
+    folder = tmp_path / "released"
+    PldrllmForCausalLM(_config()).save_pretrained(folder)
+    for name in ("tokenizer.model", "tokenizer_config.json", "special_tokens_map.json"):
+        shutil.copy(FIXTURES / "pldrllm_released" / name, folder / name)
+    generator = pipeline("text-generation", model=str(folder))
+    assert type(generator.tokenizer).__name__ == "PldrllmTokenizer"
+    out = generator("Es war einmal", max_new_tokens=5, do_sample=False)
+    assert out[0]["generated_text"].startswith("Es war einmal") and len(out[0]["generated_text"]) > len(
+        "Es war einmal"
+    )

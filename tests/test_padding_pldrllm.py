@@ -54,10 +54,11 @@ def test_padded_rows_equal_rows_alone(side, attn_implementation):
     assert (ref[shortest, real] - alone).abs().max() > 1e-3
 
 
+@pytest.mark.parametrize("attn_implementation", ["eager", "sdpa"])
 @pytest.mark.parametrize("num_beams", [1, 2])
 @pytest.mark.parametrize("use_cache", [True, False])
-def test_left_padded_generation_equals_each_row_alone(use_cache, num_beams):
-    model = tiny_model()
+def test_left_padded_generation_equals_each_row_alone(use_cache, num_beams, attn_implementation):
+    model = tiny_model(attn_implementation)
     sequences = _sequences(2)
     ids, mask = _pad(sequences, "left")
     settings = dict(max_new_tokens=6, min_new_tokens=6, do_sample=False, num_beams=num_beams, use_cache=use_cache)

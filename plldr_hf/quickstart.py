@@ -113,18 +113,18 @@ def run_pldrllm(plan: QuickstartPlan, out: Path) -> dict:
     tokenizer = AutoTokenizer.from_pretrained(run_dir)
     model = AutoModelForCausalLM.from_pretrained(run_dir).eval()
 
-    prompts = [tokenizer(text, add_special_tokens=False)["input_ids"] for text in PLDR_PROMPTS]
-    diagnostics = diagnose(model, inputs=prompts, new_tokens=16)
+    # the default calibration inputs of train, diagnose and collapse: every order parameter below is the same number
+    diagnostics = diagnose(model, new_tokens=16)
     diagnostics.save(run_dir / "diagnostics")
 
     # collapse() measures first and refuses a model whose G still depends on the input
     collapsed = AutoModelForCausalLM.from_pretrained(run_dir).eval()
     try:
-        collapse_report = collapsed.collapse(calibration=PLDR_PROMPTS, tokenizer=tokenizer)
+        collapse_report = collapsed.collapse()
         refused = None
     except ValueError as error:
         refused = str(error)
-        collapse_report = collapsed.collapse(calibration=PLDR_PROMPTS, tokenizer=tokenizer, force=True)
+        collapse_report = collapsed.collapse(force=True)
     collapsed_dir = out / "pldrllm-collapsed"
     collapsed.save_pretrained(collapsed_dir)
     tokenizer.save_pretrained(collapsed_dir)
@@ -298,7 +298,7 @@ def write_summary(out: Path, results: dict) -> Path:
             f"tolerance {collapse['tolerance']:g}, so this short run is not input-invariant (the paper's collapse "
             "appears after far longer near-critical training). For the speed comparison it was collapsed with "
             f"`force=True`, an approximation: max |Δlogit| {collapse['max_abs_logit_diff']:.3g}, argmax agreement "
-            f"{100 * collapse['argmax_agreement']:.1f}% on the calibration prompts."
+            f"{100 * collapse['argmax_agreement']:.1f}% on the calibration inputs."
         )
     else:
         verdict = (

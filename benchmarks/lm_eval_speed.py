@@ -18,28 +18,6 @@ import time
 from pathlib import Path
 
 
-FULL = dict(
-    hidden_size=896,
-    num_hidden_layers=5,
-    num_attention_heads=14,
-    head_dim=64,
-    intermediate_size=2389,
-    A_dff=170,
-    num_reslayerA=8,
-    num_denseA=2,
-)
-QUICK = dict(
-    hidden_size=32,
-    num_hidden_layers=2,
-    num_attention_heads=2,
-    head_dim=16,
-    intermediate_size=37,
-    A_dff=8,
-    num_reslayerA=2,
-    num_denseA=2,
-)
-
-
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="tiny sizes and 20 questions (smoke run)")
@@ -58,7 +36,12 @@ def main(argv=None) -> int:
 
     import plldr_hf
     from plldr_hf.lm_eval_tasks import write_continuation_task
-    from plldr_hf.training.causal_lm import llama_config_like, load_text_corpus, train_sentencepiece_tokenizer
+    from plldr_hf.training.causal_lm import (
+        llama_config_like,
+        load_text_corpus,
+        pldrllm_config,
+        train_sentencepiece_tokenizer,
+    )
 
     hf_logging.set_verbosity_error()
     torch.manual_seed(0)
@@ -67,8 +50,8 @@ def main(argv=None) -> int:
     task = write_continuation_task(folder, num_questions=questions)
     manager = TaskManager(include_path=folder)
     tokenizer = train_sentencepiece_tokenizer(load_text_corpus()["train"], vocab_size=2000, max_documents=3000)
-    sizes = QUICK if args.quick else FULL
-    config = plldr_hf.PldrllmConfig(vocab_size=len(tokenizer), max_position_embeddings=256, **sizes)
+    # the package's named sizes: 110M (the released width and depth), or tiny for the smoke run
+    config = pldrllm_config("tiny" if args.quick else "110m", len(tokenizer), max_position_embeddings=256)
     learned = plldr_hf.PldrllmForCausalLM(config).eval()
     # collapse() marks its own config, so the collapsed copy gets a config of its own
     collapsed = plldr_hf.PldrllmForCausalLM(copy.deepcopy(config)).eval()

@@ -406,13 +406,13 @@ def test_sentencepiece_tokenizer_matches_sentencepiece(shakespeare_tokenizer, tm
     import sentencepiece as spm
     from transformers import AutoTokenizer
 
-    from plldr_hf.training.causal_lm import load_text_corpus, save_tokenizer
+    from plldr_hf.training.causal_lm import load_text_corpus
 
     tok = shakespeare_tokenizer
     specials = "[PAD] [UNK] [START] [END] [SEP] [CLS] <0x00>".split()
     assert tok.convert_ids_to_tokens(list(range(7))) == specials
     assert (tok.pad_token_id, tok.eos_token_id, tok.bos_token_id) == (0, 3, 2)
-    save_tokenizer(tok, tmp_path)
+    tok.save_pretrained(tmp_path)
     processor = spm.SentencePieceProcessor(model_file=str(tmp_path / "tokenizer.model"))
     reloaded = AutoTokenizer.from_pretrained(tmp_path)
     texts = load_text_corpus()["validation"]["text"][:300] + ["Ünïcödé ☃ 12345 naïve — “quotes”  double  spaces"]

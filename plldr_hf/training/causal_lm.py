@@ -399,11 +399,6 @@ def tokenizer_from_sentencepiece(model_proto: bytes, model_max_length: int = 102
     return PldrllmTokenizer(sp_model_proto=model_proto, model_max_length=model_max_length)
 
 
-def save_tokenizer(tokenizer, output_dir: str | os.PathLike) -> None:
-    """`save_pretrained`; a `PldrllmTokenizer` also writes its SentencePiece model as `tokenizer.model`."""
-    tokenizer.save_pretrained(output_dir)
-
-
 def _document_tokenizer(tokenizer, block_size: int):
     """The `datasets.map` function shared by both layouts: each document's ids (no BOS) with `[END]` appended."""
     if block_size < 2:
@@ -862,9 +857,9 @@ def check_checkpoint(folder: str | os.PathLike) -> None:
         raise ValueError(f"checkpoint {folder} is incomplete: no model .safetensors file")
     for path in weights:
         try:
-            with safe_open(str(path), framework="pt") as handle:
-                for key in handle.keys():
-                    handle.get_slice(key)
+            # opening checks the header and that the data covers the file, so a truncated copy fails here
+            with safe_open(str(path), framework="pt"):
+                pass
         except Exception as err:  # safetensors raises its own error types for a bad header or length
             raise ValueError(f"checkpoint file {path} is corrupt or truncated: {err}") from err
     for name in ("optimizer.pt", "scheduler.pt"):
@@ -895,15 +890,16 @@ def _resume_checkpoint(options: TrainOptions) -> str | None:
     if not candidates:
         raise FileNotFoundError(f"--resume: no checkpoint-* folder in {options.output_dir}")
     # the newest complete one: a run killed while writing its last checkpoint resumes from the one before
+    newest_error = None
     for candidate in reversed(candidates):
         try:
             check_checkpoint(candidate)
         except ValueError as err:
             logger.warning("skipping %s: %s", candidate.name, err)
+            newest_error = newest_error or err
             continue
         return str(candidate)
-    check_checkpoint(candidates[-1])  # raises, naming the file
-    return None
+    raise newest_error
 
 
 def train_causal_lm(options: TrainOptions, *, tokenizer=None, data=None, extra_callbacks=()) -> dict:
@@ -957,7 +953,8 @@ def train_causal_lm(options: TrainOptions, *, tokenizer=None, data=None, extra_c
         tokenizer, train_blocks, eval_blocks = data
         if is_main and checkpoint is None:
             options_file.write_text(json.dumps(asdict(options), indent=2))
-            save_tokenizer(tokenizer, out)
+            # a PldrllmTokenizer writes its SentencePiece model next to it as `tokenizer.model`
+            tokenizer.save_pretrained(out)
     model = build_model(options, len(tokenizer))
     report: dict = {
         "options": asdict(options),

@@ -2,6 +2,8 @@
 
 import argparse
 
+from plldr_hf_cli.arguments import fail, positive_int
+
 
 def register(subparsers) -> None:
     parser = subparsers.add_parser(
@@ -18,7 +20,7 @@ def register(subparsers) -> None:
     parser.add_argument("output_dir", metavar="OUT_DIR", help="new folder for the converted model")
     parser.add_argument(
         "--max-position-embeddings",
-        type=int,
+        type=positive_int,
         default=1024,
         metavar="N",
         help="RoPE table length (not stored in the .pth; the released models use %(default)s)",
@@ -40,20 +42,8 @@ def register(subparsers) -> None:
 
 def run(args) -> int:
     import pickle
-    import sys
-
-    if args.max_position_embeddings <= 0:
-        print(
-            f"plldr-hf convert: error: --max-position-embeddings must be positive, got {args.max_position_embeddings}",
-            file=sys.stderr,
-        )
-        return 2
-    from transformers.utils import logging as hf_logging
 
     from plldr_hf.conversion import convert_pth
-
-    # a one-shot command: no weight-writing progress bars
-    hf_logging.disable_progress_bar()
 
     try:
         model = convert_pth(
@@ -65,8 +55,7 @@ def run(args) -> int:
             predefined_g=args.predefined_g,
         )
     except (FileNotFoundError, FileExistsError, ValueError, pickle.UnpicklingError) as error:
-        print(f"plldr-hf convert: error: {error}", file=sys.stderr)
-        return 2
+        return fail("convert", error)
     cfg = model.config
     print(
         f"converted {args.pth} → {args.output_dir}: {cfg.num_hidden_layers} layers, width {cfg.hidden_size}, "

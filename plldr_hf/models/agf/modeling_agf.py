@@ -105,7 +105,7 @@ def check_inputs(owner: str, input_ids, inputs_embeds, attention_mask, vocab_siz
     if len(shape) < 2 or 0 in shape[:2]:
         raise ValueError(f"{owner}: empty input of shape {shape}; pass at least one token per row, as (batch, length)")
     if input_ids is not None and past_length == 0:
-        low, high = int(input_ids.min()), int(input_ids.max())
+        low, high = (int(v) for v in torch.aminmax(input_ids))  # one pass, one device sync
         if low < 0 or high >= vocab_size:
             bad = high if high >= vocab_size else low
             raise ValueError(

@@ -843,7 +843,7 @@ class PldrllmModel(PldrllmPreTrainedModel):
                 f"PldrllmModel: empty input of shape {shape}; pass at least one token per row, as (batch, length)"
             )
         if input_ids is not None and past_len == 0:
-            low, high = int(input_ids.min()), int(input_ids.max())
+            low, high = (int(v) for v in torch.aminmax(input_ids))  # one pass, one device sync
             if low < 0 or high >= cfg.vocab_size:
                 bad = high if high >= cfg.vocab_size else low
                 raise ValueError(

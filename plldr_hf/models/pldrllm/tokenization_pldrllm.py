@@ -15,7 +15,6 @@ Package-side only (not remote code): the saved `tokenizer.json` already is the w
 import json
 import os
 import re
-import shutil
 
 from transformers import PreTrainedTokenizerFast
 
@@ -186,10 +185,3 @@ def _write_atomic(path: str, data: bytes) -> None:
     with open(tmp, "wb") as handle:
         handle.write(data)
     os.replace(tmp, path)
-
-
-def copy_sentencepiece_model(source: str, destination: str) -> None:
-    """Copy a SentencePiece model under the released name, checking that it parses."""
-    with open(source, "rb") as handle:
-        unigram_from_sentencepiece(handle.read())
-    shutil.copyfile(source, os.path.join(destination, SENTENCEPIECE_FILE))

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import statistics
 import time
 from dataclasses import asdict, dataclass
@@ -30,8 +31,9 @@ PLDR_PROMPTS = ["ROMEO:", "To be, or not to be", "My lord, the king", "What ligh
 
 @dataclass
 class QuickstartPlan:
-    """Sizes and step caps for one time budget; `max_steps` fixes each learning-rate schedule, and a time budget per
-    stage stops a run early on a slower machine (reported in the summary)."""
+    """Sizes and step caps for one time budget. `max_steps` fixes each learning-rate schedule; one shared clock
+    (`Deadline`) stops a stage early on a slower machine (reported in the summary), and time a stage leaves unused
+    passes on to the next one."""
 
     minutes: float
     pldr_size: str
@@ -41,12 +43,19 @@ class QuickstartPlan:
     pldr_vocab: int
     agf_size: str
     agf_steps: int
-    agf_train_samples: int
+    agf_train_samples: int | None
     agf_test_samples: int
     agf_vocab: int
+    agf_max_length: int
+    agf_learning_rate: float
+    agf_warmup_steps: int
     agf_beams: int
     decode_new_tokens: int
     time_limited: bool
+    # most of the budget the PLDR stage may use; the translator needs the rest to learn to translate
+    pldr_share: float = 0.3
+    # seconds kept back after AGF training for its test scoring, the reload checks and the summary
+    agf_reserve_s: float = 75.0
 
     @classmethod
     def for_minutes(cls, minutes: float) -> QuickstartPlan:
@@ -54,15 +63,29 @@ class QuickstartPlan:
             raise ValueError(f"--minutes must be positive, got {minutes}")
         if minutes < 4:
             # smoke-test scale: tiny models, a few dozen steps each
-            return cls(minutes, "tiny", 40, 64, 8, 512, "tiny", 60, 2000, 60, 1000, 1, 16, time_limited=False)
-        # about 10 minutes on a laptop-class CPU (measured on 2 cores: see the README)
-        return cls(minutes, "mini", 400, 128, 8, 2048, "small", 700, 12000, 300, 4000, 4, 48, time_limited=True)
+            return cls(minutes, "tiny", 40, 64, 8, 512, "tiny", 60, 2000, 60, 1000, 32, 3e-3, 10, 1, 16,
+                       time_limited=False)  # fmt: skip
+        # about 10 minutes on 2 cores (measured: see the README); the AGF recipe is the one of `plldr-hf train agf
+        # --size small --vocab-size 4000 --learning-rate 0.002 --warmup-steps 200`, with length-bucketed batches
+        return cls(minutes, "mini", 400, 128, 8, 2048, "small", 3000, None, 300, 4000, 64, 2e-3, 200, 4, 48,
+                   time_limited=True)  # fmt: skip
 
-    def budget_callbacks(self, share: float) -> list:
-        """A `TimeBudgetCallback` for `share` of the budget (none at smoke-test scale, which runs its fixed steps)."""
+
+class Deadline:
+    """One clock for the whole run: each stage gets what is left of the budget, minus what later stages need."""
+
+    def __init__(self, seconds: float):
+        self.seconds = seconds
+        self.start = time.perf_counter()
+
+    def left(self) -> float:
+        return self.seconds - (time.perf_counter() - self.start)
+
+    def callbacks(self, plan: QuickstartPlan, seconds: float) -> list:
+        """A `TimeBudgetCallback` of `seconds` (at least 30; none at smoke-test scale, which runs its fixed steps)."""
         from plldr_hf.training.callbacks import TimeBudgetCallback
 
-        return [TimeBudgetCallback(self.minutes * 60 * share)] if self.time_limited else []
+        return [TimeBudgetCallback(max(30.0, seconds))] if plan.time_limited else []
 
 
 def decode_speeds(models: dict, prompt: torch.Tensor, new_tokens: int, rounds: int = 5) -> dict[str, float]:
@@ -84,14 +107,33 @@ def decode_speeds(models: dict, prompt: torch.Tensor, new_tokens: int, rounds: i
     return {name: new_tokens * prompt.shape[0] / statistics.median(values) for name, values in times.items()}
 
 
-def run_pldrllm(plan: QuickstartPlan, out: Path) -> dict:
+def scoring_speeds(models: dict, input_ids: torch.Tensor, rounds: int = 7) -> dict[str, float]:
+    """Tokens per second of one full forward pass over `input_ids` (scoring / prefill, as lm-eval's log-likelihoods
+    run), per model: one warm-up each, then `rounds` interleaved rounds; the median counts."""
+
+    def run(model):
+        start = time.perf_counter()
+        with torch.no_grad():
+            model(input_ids, use_cache=False)
+        return time.perf_counter() - start
+
+    for model in models.values():
+        run(model)
+    times = {name: [] for name in models}
+    for _ in range(rounds):
+        for name, model in models.items():
+            times[name].append(run(model))
+    return {name: input_ids.numel() / statistics.median(values) for name, values in times.items()}
+
+
+def run_pldrllm(plan: QuickstartPlan, out: Path, deadline: Deadline) -> dict:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from plldr_hf.diagnostics import diagnose
     from plldr_hf.training.causal_lm import TrainOptions, train_causal_lm
 
     run_dir = out / "pldrllm"
-    budget = plan.budget_callbacks(0.45)
+    budget = deadline.callbacks(plan, plan.pldr_share * deadline.seconds)
     options = TrainOptions(
         size=plan.pldr_size,
         output_dir=str(run_dir),
@@ -143,6 +185,11 @@ def run_pldrllm(plan: QuickstartPlan, out: Path) -> dict:
     )
     speed.update(prompt_tokens=prompt.shape[1], new_tokens=plan.decode_new_tokens)
     speed["collapsed_over_uncollapsed"] = speed["collapsed_tok_s"] / speed["uncollapsed_kv_g_cache_tok_s"]
+    # where collapse pays: a forward over whole sequences runs the metric learner once per layer and batch row
+    # (decoding reuses the G cache, so there it costs the same either way)
+    batch = torch.randint(6, len(tokenizer), (16, 64), generator=torch.Generator().manual_seed(1))
+    scoring = scoring_speeds({"uncollapsed_tok_s": model, "collapsed_tok_s": collapsed}, batch)
+    scoring.update(batch_size=batch.shape[0], sequence_length=batch.shape[1], rounds=7)
     return {
         "run_dir": str(run_dir),
         "collapsed_dir": str(collapsed_dir),
@@ -166,6 +213,8 @@ def run_pldrllm(plan: QuickstartPlan, out: Path) -> dict:
         },
         "samples": samples,
         "decode_speed": speed,
+        "scoring_speed": scoring,
+        "collapse_speedup": scoring["collapsed_tok_s"] / scoring["uncollapsed_tok_s"],
         "plots": {
             "loss_curves": str(run_dir / "loss_curves.png"),
             "order_parameter": str(run_dir / "diagnostics" / "order_parameter.png"),
@@ -174,23 +223,39 @@ def run_pldrllm(plan: QuickstartPlan, out: Path) -> dict:
     }
 
 
-def run_agf(plan: QuickstartPlan, out: Path) -> dict:
-    from plldr_hf.agf_plot import plot_coefficient_curves
+def example_rows(dataset, hypotheses: list[str], count: int = 4, words: tuple[int, int] = (4, 12)) -> list[dict]:
+    """The first `count` test segments whose source has `words` words (short enough to read in a table, long
+    enough to be sentences), with their references and the scored translations: a fixed rule, not a selection by
+    quality."""
+    rows = []
+    for pair, hypothesis in zip(dataset["translation"], hypotheses):
+        if words[0] <= len(pair["en"].split()) <= words[1]:
+            rows.append({"source": pair["en"], "reference": pair["de"], "translation": hypothesis})
+        if len(rows) == count:
+            break
+    return rows
+
+
+def run_agf(plan: QuickstartPlan, out: Path, deadline: Deadline) -> dict:
+    from plldr_hf.agf_plot import coefficient_change, plot_coefficient_curves
     from plldr_hf.training.causal_lm import plot_loss_curves
-    from plldr_hf.training.seq2seq import train_translation, translate, translation_training_arguments
+    from plldr_hf.training.seq2seq import train_translation, translation_training_arguments
 
     run_dir = out / "agf"
-    budget = plan.budget_callbacks(0.35)
+    budget = deadline.callbacks(plan, deadline.left() - plan.agf_reserve_s)
+    eval_steps = max(1, plan.agf_steps // 10)
     args = translation_training_arguments(
         run_dir,
         max_steps=plan.agf_steps,
-        warmup_steps=max(1, plan.agf_steps // 10),
-        learning_rate=1e-3,
+        warmup_steps=plan.agf_warmup_steps,
+        learning_rate=plan.agf_learning_rate,
         per_device_train_batch_size=32,
-        eval_steps=plan.agf_steps,
+        # the validation curve: teacher-forced loss and accuracy (decoding is left to the final test scoring)
+        predict_with_generate=False,
+        eval_steps=eval_steps,
         save_steps=plan.agf_steps,
         save_total_limit=1,
-        logging_steps=max(1, plan.agf_steps // 20),
+        logging_steps=max(1, plan.agf_steps // 30),
     )
     run = train_translation(
         args,
@@ -199,8 +264,8 @@ def run_agf(plan: QuickstartPlan, out: Path) -> dict:
         position_encoding="agf",
         pcmv=True,
         vocab_size=plan.agf_vocab,
-        max_source_length=64,
-        max_target_length=64,
+        max_source_length=plan.agf_max_length,
+        max_target_length=plan.agf_max_length,
         max_train_samples=plan.agf_train_samples,
         max_eval_samples=64,
         max_test_samples=plan.agf_test_samples,
@@ -209,26 +274,30 @@ def run_agf(plan: QuickstartPlan, out: Path) -> dict:
         callbacks=budget,
     )
     test = run.scores["test"]
-    sources = [pair["en"] for pair in run.datasets["test"]["translation"][:4]]
-    references = [pair["de"] for pair in run.datasets["test"]["translation"][:4]]
-    hypotheses = translate(run.model, run.tokenizer, sources, num_beams=plan.agf_beams, max_new_tokens=64)
     curves = plot_coefficient_curves(run.model, run_dir / "agf_coefficients.png")
     loss_png = plot_loss_curves(run.trainer.state.log_history, run_dir / "loss_curves.png", title="AGF + PCM-V")
+    validation = [
+        {"step": h["step"], "loss": h["eval_loss"], "accuracy": h.get("eval_accuracy")}
+        for h in run.trainer.state.log_history
+        if "eval_loss" in h
+    ]
     return {
         "run_dir": str(run_dir),
         "parameters": sum(p.numel() for p in run.model.parameters()),
         "steps": run.trainer.state.global_step,
         "max_steps": plan.agf_steps,
         "stopped_by_time_budget": any(b.stopped_early for b in budget),
+        "train_seconds": run.train_metrics.get("train_runtime"),
         "test_segments": len(run.datasets["test"]),
+        "num_beams": test["num_beams"],
         "bleu": test["bleu"],
         "bleu_signature": test["bleu_signature"],
         "chrf": test["chrf"],
         "chrf_signature": test["chrf_signature"],
         "accuracy": test["accuracy"],
-        "examples": [
-            {"source": s, "reference": r, "translation": h} for s, r, h in zip(sources, references, hypotheses)
-        ],
+        "validation": validation,
+        "coefficient_change": coefficient_change(run.model),
+        "examples": example_rows(run.datasets["test"], test["hypotheses"]),
         "plots": {"loss_curves": str(loss_png), "agf_coefficients": str(curves)},
     }
 
@@ -305,15 +374,22 @@ def write_summary(out: Path, results: dict) -> Path:
             f"`collapse()` accepted the model (G_LM order parameter {collapse['order_parameter']['G_LM']:.3g} ≤ "
             f"{collapse['tolerance']:g}); max |Δlogit| {collapse['max_abs_logit_diff']:.3g}."
         )
-    speed = p["decode_speed"]
+    speed, scoring = p["decode_speed"], p["scoring_speed"]
     lines += [
         "",
         verdict,
         "",
+        f"Where collapse pays: scoring forwards (batch {scoring['batch_size']} × {scoring['sequence_length']} "
+        f"tokens, no cache, as lm-eval's log-likelihoods) run the metric learner once per layer and row unless "
+        f"collapsed: uncollapsed {scoring['uncollapsed_tok_s']:.0f} tok/s, collapsed {scoring['collapsed_tok_s']:.0f} "
+        f"tok/s, **collapse speed-up {p['collapse_speedup']:.2f}×** (median of {scoring['rounds']} interleaved "
+        "rounds).",
+        "",
         f"Greedy decoding, batch 1, {speed['prompt_tokens']}-token prompt, {speed['new_tokens']} new tokens: "
         f"uncollapsed (KV + G cache) {speed['uncollapsed_kv_g_cache_tok_s']:.1f} tok/s, collapsed "
         f"{speed['collapsed_tok_s']:.1f} tok/s ({speed['collapsed_over_uncollapsed']:.2f}×; median of 5 interleaved "
-        "runs each).",
+        "runs each). Decoding costs the same either way at this size: the G cache already skips the metric learner "
+        "for every new token.",
         "",
         "Samples (top-p 0.9, temperature 0.8):",
         "",
@@ -323,12 +399,39 @@ def write_summary(out: Path, results: dict) -> Path:
         "",
         "## AGF + PCM-V translator on the embedded LibreOffice en→de pairs",
         "",
-        f"- {a['parameters'] / 1e6:.2f}M parameters, {a['steps']} of {a['max_steps']} steps"
-        + (" (stopped by the time budget)" if a["stopped_by_time_budget"] else "")
+        f"- {a['parameters'] / 1e6:.2f}M parameters, {a['steps']} of {a['max_steps']} steps in "
+        f"{_fmt(a['train_seconds'], '.0f')} s"
+        + (
+            " (stopped by the time budget; the schedule is inverse-sqrt, so stopping early is only fewer steps)"
+            if a["stopped_by_time_budget"]
+            else ""
+        )
         + ".",
-        f"- Test split ({a['test_segments']} segments): BLEU **{a['bleu']:.2f}**, chrF **{a['chrf']:.2f}**, "
-        f"token accuracy **{100 * a['accuracy']:.2f}%** (teacher-forced).",
+        f"- Test split ({a['test_segments']} segments, beam {a['num_beams']}): BLEU **{a['bleu']:.2f}**, chrF "
+        f"**{a['chrf']:.2f}**, token accuracy **{100 * a['accuracy']:.2f}%** (teacher-forced).",
         f"- sacreBLEU signatures: `{a['bleu_signature']}`; `{a['chrf_signature']}`.",
+    ]
+    if a["validation"]:
+        last = a["validation"][-1]
+        lines.append(
+            f"- Validation (64 pairs, teacher-forced) at step {last['step']}: loss {last['loss']:.3f}, token accuracy "
+            f"{100 * (last['accuracy'] or 0):.1f}% (curve in `agf/loss_curves.png`)."
+        )
+    change = a["coefficient_change"]
+    if change is not None:
+        moved = change["max_abs_log_change"]
+        lines.append(
+            f"- AGF coefficient curves: the largest change from their initialisation is a factor "
+            f"{math.exp(moved):.2f} (|Δ log c| = {moved:.3f}, {change['module']}, head {change['head']})"
+            + (
+                "; they moved visibly (trained solid, initial dashed in `agf/agf_coefficients.png`)."
+                if moved >= 0.1
+                else "; they barely moved from their initialisation in this short run."
+            )
+        )
+    lines += [
+        "",
+        "The first four test segments of 4–12 source words, as scored above:",
         "",
         "| source | reference | translation |",
         "|---|---|---|",
@@ -360,10 +463,15 @@ def run_quickstart(output_dir: str | Path = "runs/quickstart", minutes: float = 
             "threads": torch.get_num_threads(),
         },
     }
+    deadline = Deadline(plan.minutes * 60)
     print(f"[1/3] PLDR-LLM ({plan.pldr_size}) on the embedded Shakespeare corpus", flush=True)
-    results["pldrllm"] = run_pldrllm(plan, out)
-    print(f"[2/3] AGF + PCM-V translator ({plan.agf_size}) on the embedded en-de pairs", flush=True)
-    results["agf"] = run_agf(plan, out)
+    results["pldrllm"] = run_pldrllm(plan, out, deadline)
+    print(
+        f"[2/3] AGF + PCM-V translator ({plan.agf_size}) on the embedded en-de pairs "
+        f"({max(0.0, deadline.left()) / 60:.1f} min left)",
+        flush=True,
+    )
+    results["agf"] = run_agf(plan, out, deadline)
     print("[3/3] reloading the saved models with the Auto classes", flush=True)
     results["reload"] = check_reload(out, results)
     results["wall_minutes"] = (time.perf_counter() - start) / 60

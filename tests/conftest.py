@@ -47,3 +47,12 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip_gpu)
+
+
+@pytest.fixture(scope="session")
+def libreoffice_pairs() -> list[tuple[str, str]]:
+    """(English, German) pairs of the embedded LibreOffice training split, in file order."""
+    from plldr_hf.training.data import load_translation_dataset
+
+    train = load_translation_dataset("libreoffice", out_of_domain_test=False)["train"]
+    return [(pair["en"], pair["de"]) for pair in train.select(range(2000))["translation"]]

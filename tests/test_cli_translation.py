@@ -67,9 +67,12 @@ def test_evaluate_reproduces_the_training_scores(trained, tmp_path, capsys):
     assert printed["gnome"]["segments"] == 8
     assert len((tmp_path / "hyps.test.txt").read_text(encoding="utf-8").splitlines()) == 8
 
-    assert main(["evaluate", str(trained), "--split", "test", "--max-samples", "4", "--max-target-length", "32"]) == 0
+    # the default scores the in-domain test split only, and says how to score more
+    assert main(["evaluate", str(trained), "--max-samples", "4", "--max-target-length", "32"]) == 0
     table = capsys.readouterr().out
     assert "BLEU" in table and "nrefs:1|case:mixed" in table and "accuracy" in table
+    assert "— test (4 segments)" in table and "— gnome" not in table
+    assert "also available: --split test" in table and "gnome" in table.splitlines()[-1]
 
 
 def test_translate_arguments_and_stdin(trained, capsys, monkeypatch):
@@ -104,3 +107,66 @@ def test_clear_errors(tmp_path, capsys):
     assert main([*TRAIN, "--output-dir", str(tmp_path / "fresh"), "--resume"]) == 2
     assert "no checkpoint" in capsys.readouterr().err
     assert not (tmp_path / "fresh").exists()
+
+
+def _write_wmt17_copy(folder, pairs_by_split):
+    """A local copy of the Hub dataset `wmt/wmt17` (config de-en): its file names, split names and Arrow schema
+    (one struct column `translation` with fields `de`, `en`)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    schema = pa.schema([("translation", pa.struct([("de", pa.string()), ("en", pa.string())]))])
+    (folder / "de-en").mkdir(parents=True)
+    for split, shards in pairs_by_split.items():
+        for index, pairs in enumerate(shards):
+            table = pa.table({"translation": [{"de": de, "en": en} for en, de in pairs]}, schema=schema)
+            pq.write_table(table, folder / "de-en" / f"{split}-{index:05d}-of-{len(shards):05d}.parquet")
+
+
+def test_wmt17_recipe_offline_from_a_local_copy_of_the_hub_dataset(tmp_path, libreoffice_pairs):
+    from plldr_hf_cli.commands.train.agf import resolve_options
+
+    # the recipe a GPU user runs: base size, WMT-sized vocabulary, ~8k-token batches, beam 4 with length penalty
+    parser = build_parser()
+    opts = resolve_options(parser.parse_args(["train", "agf", "--dataset", "wmt17", "--size", "base"]))
+    assert (opts["size"], opts["vocab_size"], opts["batch_size"], opts["warmup_steps"]) == ("base", 32000, 256, 4000)
+    assert (opts["num_beams"], opts["length_penalty"]) == (4, 0.6)
+    # an explicit flag still wins over the dataset's defaults
+    assert (
+        resolve_options(parser.parse_args(["train", "agf", "--dataset", "wmt17", "--num-beams", "2"]))["num_beams"]
+        == 2
+    )
+
+    train = libreoffice_pairs[:1200]
+    copy = tmp_path / "wmt17"
+    _write_wmt17_copy(
+        copy, {"train": [train[:600], train[600:]], "validation": [libreoffice_pairs[1200:1230]],
+               "test": [libreoffice_pairs[1230:1250]]}
+    )  # fmt: skip
+    out = tmp_path / "run"
+    argv = ["train", "agf", "--dataset", "wmt17", "--wmt17-dir", str(copy), "--tiny", "--max-steps", "4"]
+    argv += ["--eval-steps", "4", "--save-steps", "4", "--num-beams", "2", "--length-penalty", "0.6"]
+    argv += ["--max-test-samples", "20", "--no-progress", "--output-dir", str(out)]
+    assert main(argv) == 0
+    scores = json.loads((out / "test_results.json").read_text())
+    # test = the copy's test split (newstest2017 on the Hub), scored with beam 2 and the length penalty
+    assert scores["segments"] == 20 and scores["num_beams"] == 2 and scores["length_penalty"] == 0.6
+    assert scores["bleu_signature"].startswith("nrefs:1|case:mixed|eff:no|tok:13a")
+    assert scores["chrf_signature"].startswith("nrefs:1|case:mixed|eff:yes|nc:6")
+    assert json.loads((out / "generation_config.json").read_text())["length_penalty"] == 0.6
+    assert (out / "gnome_results.json").is_file()
+
+
+def test_wmt17_dir_mistakes_are_one_line(tmp_path, capsys):
+    assert main(["train", "agf", "--wmt17-dir", str(tmp_path), "--output-dir", str(tmp_path / "o")]) == 2
+    assert "--wmt17-dir needs --dataset wmt17" in capsys.readouterr().err
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    out = tmp_path / "o2"
+    assert (
+        main(["train", "agf", "--dataset", "wmt17", "--wmt17-dir", str(empty), "--tiny", "--output-dir", str(out)])
+        == 2
+    )
+    err = capsys.readouterr().err
+    assert "de-en" in err and "hf download wmt/wmt17" in err and len(err.strip().splitlines()) == 1
+    assert not out.exists()

@@ -207,18 +207,35 @@ def _load_files(files: dict[str, list[Path]], cache_dir: str | None) -> DatasetD
     return DatasetDict(splits)
 
 
-def _load_wmt17(source_lang: str, target_lang: str, cache_dir: str | None) -> DatasetDict:
+def _load_wmt17(
+    source_lang: str, target_lang: str, cache_dir: str | None, local_dir: str | os.PathLike | None = None
+) -> DatasetDict:
+    """`wmt/wmt17` from the Hub, or from `local_dir`, a local copy of that dataset repository (its
+    `<xx>-en/{train,validation,test}-*.parquet` files, e.g. from `hf download wmt/wmt17 --repo-type dataset
+    --include "de-en/*" --local-dir DIR`): the same files, split names and schema, loaded without the network."""
     from datasets import load_dataset
 
     if "en" not in (source_lang, target_lang) or source_lang == target_lang:
         raise ValueError(f"WMT17 pairs English with another language; got {source_lang}→{target_lang}")
     other = target_lang if source_lang == "en" else source_lang
+    if local_dir is not None:
+        folder = Path(local_dir) / f"{other}-en"
+        files = {split: sorted(folder.glob(f"{split}-*.parquet")) for split in ("train", "validation", "test")}
+        missing = [split for split, paths in files.items() if not paths]
+        if missing:
+            raise FileNotFoundError(
+                f"{folder} holds no {'/'.join(missing)}-*.parquet file; expected a copy of the Hub dataset "
+                f"wmt/wmt17 with the folder {other}-en/ (hf download wmt/wmt17 --repo-type dataset "
+                f'--include "{other}-en/*" --local-dir {local_dir})'
+            )
+        return _load_files(files, cache_dir)
     try:
         return load_dataset("wmt/wmt17", f"{other}-en", cache_dir=cache_dir)
     except Exception as err:
         raise RuntimeError(
             f"could not load WMT17 ({other}-en) from the Hugging Face Hub (dataset 'wmt/wmt17'): {err}. "
-            "It needs network access or a cached copy; offline, use --dataset libreoffice or local files."
+            "It needs network access or a cached copy; offline, pass a local copy of the dataset repository "
+            "(wmt17_dir=, --wmt17-dir), or use --dataset libreoffice or local files."
         ) from err
 
 
@@ -232,6 +249,7 @@ def load_translation_dataset(
     out_of_domain_test: bool = True,
     seed: int = 0,
     cache_dir: str | None = None,
+    wmt17_dir: str | os.PathLike | None = None,
 ) -> DatasetDict:
     """Loads a translation corpus in the WMT schema as a `DatasetDict`.
 
@@ -252,6 +270,7 @@ def load_translation_dataset(
         out_of_domain_test: add the embedded GNOME pairs as split `gnome` (English–German datasets only).
         seed: seed of the held-out selection above.
         cache_dir: `datasets` cache folder.
+        wmt17_dir: with `"wmt17"`, a local copy of the Hub dataset repository `wmt/wmt17` to read instead of the Hub.
 
     Returns:
         `DatasetDict` with `train`, `validation`, `test` (and `gnome`), each with one `translation` column holding
@@ -279,7 +298,7 @@ def load_translation_dataset(
         raw = _load_files(files, cache_dir)
         origin = f"embedded dataset {name!r}"
     elif name is not None and name.lower() in ("wmt17", "wmt/wmt17") and not Path(name).exists():
-        raw = _load_wmt17(source_lang, target_lang, cache_dir)
+        raw = _load_wmt17(source_lang, target_lang, cache_dir, wmt17_dir)
         origin = "wmt/wmt17"
     else:
         raw = _load_files(_resolve_files(specs), cache_dir)
@@ -418,6 +437,7 @@ def preprocess_translation(
     *,
     max_source_length: int = 128,
     max_target_length: int = 128,
+    drop_long: bool = False,
     num_proc: int | None = None,
     desc: str = "Tokenising",
 ) -> Dataset | DatasetDict:
@@ -425,22 +445,34 @@ def preprocess_translation(
 
     Order is preserved, so row i of the result belongs to row i of `dataset` (the raw references used for BLEU).
     Pad and shift are left to `DataCollatorForSeq2Seq` and the model.
+
+    `drop_long=True` removes the pairs whose source or target does not fit the limits instead of truncating them
+    (for training: a truncated target still ends in `</s>`, which teaches the model to stop mid-sentence); the row
+    order of the kept pairs is preserved.
     """
     if max_source_length < 2 or max_target_length < 2:
         raise ValueError(
             f"max_source_length={max_source_length} and max_target_length={max_target_length} must be >= 2"
         )
 
+    # one subword over the limit marks a pair as too long (truncation keeps `</s>`, so it is still one too many)
+    extra = 1 if drop_long else 0
+
     def tokenize(batch):
         sources = [pair[source_lang] for pair in batch["translation"]]
         targets = [pair[target_lang] for pair in batch["translation"]]
-        encoded = tokenizer(sources, max_length=max_source_length, truncation=True)
-        encoded["labels"] = tokenizer(text_target=targets, max_length=max_target_length, truncation=True)["input_ids"]
+        encoded = tokenizer(sources, max_length=max_source_length + extra, truncation=True)
+        labels = tokenizer(text_target=targets, max_length=max_target_length + extra, truncation=True)["input_ids"]
+        encoded["labels"] = labels
         return encoded
+
+    def fits(example):
+        return len(example["input_ids"]) <= max_source_length and len(example["labels"]) <= max_target_length
 
     columns = dataset.column_names
     if isinstance(columns, dict):
         columns = next(iter(columns.values()))
     if "translation" not in columns:
         raise ValueError(f"expected a 'translation' column, found {columns}")
-    return dataset.map(tokenize, batched=True, remove_columns=columns, num_proc=num_proc, desc=desc)
+    tokenized = dataset.map(tokenize, batched=True, remove_columns=columns, num_proc=num_proc, desc=desc)
+    return tokenized.filter(fits, num_proc=num_proc, desc="Dropping long pairs") if drop_long else tokenized

@@ -46,6 +46,7 @@ from transformers import (
     TrainerCallback,
     set_seed,
 )
+from transformers.trainer_pt_utils import LengthGroupedSampler, get_length_grouped_indices
 from transformers.trainer_utils import get_last_checkpoint
 
 from plldr_hf.evaluation import token_accuracy_counts, translation_scores
@@ -62,6 +63,7 @@ logger = logging.getLogger(__name__)
 
 __all__ = [
     "MODEL_SIZES",
+    "LengthBucketSampler",
     "TranslationTrainer",
     "TranslationRun",
     "build_agf_config",
@@ -214,6 +216,29 @@ def _pad_to(tensor: torch.Tensor, width: int, value: int) -> torch.Tensor:
     return F.pad(tensor, (0, width - tensor.shape[-1]), value=value)
 
 
+class LengthBucketSampler(LengthGroupedSampler):
+    """Batches of similar length, the batches in random order (fairseq-style bucketing).
+
+    Padding a random batch to its longest pair costs 2–3× the compute of the real tokens on the embedded corpus.
+    transformers' `LengthGroupedSampler` (`train_sampling_strategy="group_by_length"`) fixes that but serves each
+    mega-batch of 50 batches from longest to shortest, a saw-tooth curriculum: the model repeatedly ends a stretch on
+    one-word batches, and a small translator trained that way learns to emit one frequent word (measured on the
+    embedded pairs, 600 steps: token accuracy 8.5 % vs 20–23 % with random batch order). Here the same length-sorted
+    batches are shuffled as whole batches, so every stretch of training sees all lengths.
+    """
+
+    def __iter__(self):
+        indices = get_length_grouped_indices(self.lengths, self.batch_size, generator=self.generator)
+        batches = [indices[i : i + self.batch_size] for i in range(0, len(indices), self.batch_size)]
+        order = torch.randperm(len(batches), generator=self.generator).tolist()
+        return iter([index for b in order for index in batches[b]])
+
+
+def pair_lengths(dataset) -> list[int]:
+    """Longer side (source or target, in subwords) of every tokenised pair: the cost that padding follows."""
+    return [max(len(s), len(t)) for s, t in zip(dataset["input_ids"], dataset["labels"])]
+
+
 class TranslationTrainer(Seq2SeqTrainer):
     """`Seq2SeqTrainer` whose predictions always carry what the token accuracy and an exact loss need.
 
@@ -223,11 +248,22 @@ class TranslationTrainer(Seq2SeqTrainer):
     padded to one width, so they stay aligned through Trainer's cross-batch and cross-process concatenation.
     `teacher_forced_ids` is -100 wherever the label is ignored; `row_nll` `(B, 1)` is each segment's summed token
     cross-entropy. Without `predict_with_generate` the predictions are `(teacher_forced_ids, row_nll)`.
+
+    `bucket_by_length=True` draws training batches with `LengthBucketSampler` (similar lengths, random batch order).
     """
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args, bucket_by_length: bool = False, **kwargs):
         kwargs.setdefault("preprocess_logits_for_metrics", _preprocess_logits)
+        self.bucket_by_length = bucket_by_length
         super().__init__(*args, **kwargs)
+
+    def _get_train_sampler(self, train_dataset=None):
+        dataset = train_dataset if train_dataset is not None else self.train_dataset
+        if not self.bucket_by_length or not hasattr(dataset, "column_names"):
+            return super()._get_train_sampler(train_dataset)
+        return LengthBucketSampler(
+            self.args.train_batch_size * self.args.gradient_accumulation_steps, lengths=pair_lengths(dataset)
+        )
 
     def prediction_step(self, model, inputs, prediction_loss_only, ignore_keys=None, **gen_kwargs):
         if not self.args.predict_with_generate or prediction_loss_only or "labels" not in inputs:
@@ -308,6 +344,7 @@ def train_translation(
     args: Seq2SeqTrainingArguments,
     *,
     dataset: str | os.PathLike | Sequence[str | os.PathLike] = "libreoffice",
+    wmt17_dir: str | os.PathLike | None = None,
     source_lang: str = "en",
     target_lang: str = "de",
     size: str = "base",
@@ -325,6 +362,9 @@ def train_translation(
     max_test_samples: int | None = None,
     test_splits: Sequence[str] = ("test", "gnome"),
     num_beams: int = 4,
+    length_penalty: float = 1.0,
+    bucket_by_length: bool = True,
+    drop_long_train_pairs: bool = True,
     resume_from_checkpoint: bool | str | None = None,
     callbacks: Sequence[TrainerCallback] | None = None,
 ) -> TranslationRun:
@@ -335,6 +375,7 @@ def train_translation(
             belongs to the model (`label_smoothing`), so `args.label_smoothing_factor` must stay 0.
         dataset: `"libreoffice"` (embedded, offline), `"wmt17"` (Hub) or local files; see
             `load_translation_dataset`.
+        wmt17_dir: with `dataset="wmt17"`, a local copy of the Hub dataset repository to read instead of the Hub.
         source_lang: source language key.
         target_lang: target language key.
         size: a key of `MODEL_SIZES`.
@@ -354,6 +395,12 @@ def train_translation(
         max_test_samples: likewise for each final test split.
         test_splits: splits scored after training (those missing from the dataset are skipped).
         num_beams: beam size of the final scoring (and of the saved generation config).
+        length_penalty: beam-search length penalty (exponent of the length normalisation; saved with the generation
+            config).
+        bucket_by_length: training batches of similar length in random order (`LengthBucketSampler`): the same
+            learning per step at a fraction of the padding.
+        drop_long_train_pairs: train only on pairs that fit `max_source_length` / `max_target_length` whole
+            (evaluation and test splits are truncated, never filtered).
         resume_from_checkpoint: True to continue from the last checkpoint in `args.output_dir`, or a checkpoint path.
         callbacks: extra `TrainerCallback`s.
 
@@ -377,21 +424,26 @@ def train_translation(
     os.makedirs(args.output_dir, exist_ok=True)
 
     with args.main_process_first(desc="loading data and tokenizer"):
-        raw = load_translation_dataset(dataset, source_lang, target_lang)
+        raw = load_translation_dataset(dataset, source_lang, target_lang, wmt17_dir=wmt17_dir)
         raw["train"] = take_subset(raw["train"], max_train_samples)
         raw["validation"] = take_subset(raw["validation"], max_eval_samples)
         for split in raw:
             if split not in ("train", "validation"):
                 raw[split] = take_subset(raw[split], max_test_samples)
         tok = _load_or_train_tokenizer(args, raw, tokenizer, vocab_size, tokenizer_model, (source_lang, target_lang))
-        tokenized = preprocess_translation(
-            raw,
-            tok,
-            source_lang,
-            target_lang,
-            max_source_length=max_source_length,
-            max_target_length=max_target_length,
-        )
+        lengths = dict(max_source_length=max_source_length, max_target_length=max_target_length)
+        tokenized = preprocess_translation(raw, tok, source_lang, target_lang, **lengths)
+        if drop_long_train_pairs:
+            tokenized["train"] = preprocess_translation(
+                raw["train"], tok, source_lang, target_lang, drop_long=True, **lengths
+            )
+            logger.info(
+                "training on %d of %d pairs (the others exceed %d / %d subwords)",
+                len(tokenized["train"]),
+                len(raw["train"]),
+                max_source_length,
+                max_target_length,
+            )
 
     config = build_agf_config(
         tok, size, position_encoding, pcmv, label_smoothing=label_smoothing, **(model_overrides or {})
@@ -403,6 +455,7 @@ def train_translation(
         eos_token_id=config.eos_token_id,
         pad_token_id=config.pad_token_id,
         num_beams=num_beams,
+        length_penalty=length_penalty,
         # decoder length including the start token: at most as many tokens as a training target holds
         max_length=max_target_length + 1,
     )
@@ -425,6 +478,7 @@ def train_translation(
         ),
         compute_metrics=build_compute_metrics(tok),
         callbacks=list(callbacks or []),
+        bucket_by_length=bucket_by_length,
     )
     train_output = trainer.train(resume_from_checkpoint=resume_from_checkpoint)
     # Trainer wrote use_cache=False into the config for training (hf_integration.md §11.2)
@@ -569,6 +623,7 @@ def evaluate_translation(
         "bleu_signature": scores["bleu_signature"],
         "chrf_signature": scores["chrf_signature"],
         "num_beams": num_beams,
+        "length_penalty": getattr(model.generation_config, "length_penalty", 1.0) if num_beams > 1 else None,
         "hypotheses": hypotheses,
     }
 

@@ -404,13 +404,25 @@ class AgfPositionCoefficient(nn.Module):
             (radius, exponent, log_base, log_amplitude, self.directional, self.amplitude_max_distance),
         )
 
-    def coefficient(self, distances: torch.Tensor) -> torch.Tensor:
-        """c_h(δ) for a 1-D tensor of signed distances: (H, N) float32 (LC1·LC2; LC3 is position-free)."""
+    def coefficient(self, distances: torch.Tensor, initial: bool = False) -> torch.Tensor:
+        """c_h(δ) for a 1-D tensor of signed distances: (H, N) float32 (LC1·LC2; LC3 is position-free).
+
+        `initial=True` evaluates the curves at `initial_values()` (what training started from) instead of the
+        current parameters.
+        """
+        if initial:
+            device = distances.device
+            values = {name: value.to(device) for name, value in self.initial_values().items()}
+            return torch.func.functional_call(self, values, (distances,))
         term = self.log_coefficient_term()
         if term is None:
             return torch.ones(self.num_heads, distances.numel())
         head = torch.arange(self.num_heads, device=distances.device)[:, None]
         return torch.exp(term(head, distances[None, :]))
+
+    def forward(self, distances: torch.Tensor) -> torch.Tensor:
+        # only for `coefficient(initial=True)`, which evaluates through `torch.func.functional_call`
+        return self.coefficient(distances)
 
     def extra_repr(self) -> str:
         return (
@@ -1036,12 +1048,15 @@ class AgfPreTrainedModel(PreTrainedModel):
             init.normal_(module.relative_attention_bias.weight, mean=0.0, std=self.config.d_model**-0.5)
 
     @torch.no_grad()
-    def coefficient_curves(self, max_distance: int = 64) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
+    def coefficient_curves(
+        self, max_distance: int = 64, initial: bool = False
+    ) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
         """The learned AGF curves c_h(δ) (LC1·LC2) of every AGF module, for plots and inspection.
 
         Returns `{module name: (distances (N,), coefficients (H, N))}` in float32 on the CPU. Distances are
         −max_distance … max_distance, or 0 … max_distance for causal decoder self-attention (which never sees the
         future side). LC3 is position-free and not part of the curves. Empty unless `position_encoding="agf"`.
+        `initial=True`: the same curves at their initialisation (agf.md §3.5), to show how far training moved them.
         """
         curves = {}
         for name, module in self.named_modules():
@@ -1049,7 +1064,7 @@ class AgfPreTrainedModel(PreTrainedModel):
                 low = 0 if module.causal else -max_distance
                 device = next(module.parameters()).device
                 distances = torch.arange(low, max_distance + 1, device=device)
-                curves[name] = (distances.cpu(), module.coefficient(distances).float().cpu())
+                curves[name] = (distances.cpu(), module.coefficient(distances, initial=initial).float().cpu())
         return curves
 
 

@@ -36,7 +36,10 @@ def register(subparsers) -> None:
     )
     parser.add_argument("model_dir", metavar="MODEL_DIR", help="folder written by save_pretrained / plldr-hf train")
     parser.add_argument(
-        "--split", nargs="+", default=["test"], help="split(s) to score, e.g. test gnome validation [test]"
+        "--split",
+        nargs="+",
+        default=["test"],
+        help="split(s) to score [test: the in-domain test split]; more: --split test gnome validation",
     )
     parser.add_argument(
         "--dataset", nargs="+", help="dataset name or files, as for plldr-hf train [the family's embedded corpus]"

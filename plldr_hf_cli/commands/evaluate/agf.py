@@ -66,6 +66,10 @@ def run(args: argparse.Namespace, config: dict) -> int:
         if args.format == "table":
             print(format_scores(scores, title=f"{args.model_dir} — {split} ({scores['segments']} segments)"))
 
+    others = [s for s in data if s not in args.split and s != "train"]
+    if others and args.format == "table":
+        # the default scores the in-domain test split only; say how to score the rest
+        print(f"also available: --split {' '.join(args.split + others)} (--max-samples N scores a fixed subset)")
     payload = {"model": str(args.model_dir), "dataset": dataset, **results}
     text = json.dumps(payload, indent=2, ensure_ascii=False)
     if args.format == "json":

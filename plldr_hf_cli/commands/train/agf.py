@@ -2,6 +2,7 @@
 
 import argparse
 import json
+from pathlib import Path
 
 from plldr_hf_cli.arguments import (
     fail,
@@ -33,6 +34,7 @@ TINY_DEFAULTS = dict(
     learning_rate=3e-3,
     batch_size=16,
     num_beams=1,
+    length_penalty=1.0,
 )
 DEFAULTS = dict(
     size="base",
@@ -50,6 +52,23 @@ DEFAULTS = dict(
     learning_rate=5e-4,
     batch_size=32,
     num_beams=4,
+    length_penalty=1.0,
+)
+# --dataset wmt17 (5.9M pairs; a GPU run): the paper's 3+3-layer base model with a WMT-sized vocabulary, batches
+# of about 8k tokens (256 sentences of ~30 subwords, length-bucketed), a long warm-up, beam 4 with length penalty
+# 0.6 for the test scores; evaluation during training decodes 1,000 newstest2016 segments greedily
+WMT17_DEFAULTS = dict(
+    DEFAULTS,
+    vocab_size=32000,
+    max_eval_samples=1000,
+    max_steps=100_000,
+    eval_steps=5000,
+    save_steps=5000,
+    logging_steps=100,
+    warmup_steps=4000,
+    learning_rate=7e-4,
+    batch_size=256,
+    length_penalty=0.6,
 )
 
 
@@ -98,6 +117,12 @@ def register(families) -> None:
         help="libreoffice (embedded, offline), wmt17 (Hugging Face Hub), or .json/.jsonl(.gz)/.parquet files or "
         "folders; SPLIT=PATH names a file's split [libreoffice]",
     )
+    data.add_argument(
+        "--wmt17-dir",
+        metavar="DIR",
+        help="with --dataset wmt17: a local copy of the Hub dataset wmt/wmt17 (hf download wmt/wmt17 --repo-type "
+        'dataset --include "de-en/*" --local-dir DIR) instead of the Hub',
+    )
     data.add_argument("--source-lang", default="en", help="[%(default)s]")
     data.add_argument("--target-lang", default="de", help="[%(default)s]")
     data.add_argument("--tokenizer", help="reuse this tokenizer folder instead of training one")
@@ -132,6 +157,15 @@ def register(families) -> None:
     train.add_argument("--save-steps", type=positive_int, help="checkpoint every N steps [1000]")
     train.add_argument("--logging-steps", type=positive_int, help="log every N steps [50]")
     train.add_argument("--num-beams", type=positive_int, help="beam size of the final test scoring [4]")
+    train.add_argument(
+        "--length-penalty", type=float, help="beam-search length penalty of the test scoring [1.0; wmt17: 0.6]"
+    )
+    train.add_argument(
+        "--no-bucketing",
+        dest="bucket_by_length",
+        action="store_false",
+        help="random training batches instead of length-bucketed ones (2-3x the padding)",
+    )
     train.add_argument("--seed", type=non_negative_int, default=42, help="[%(default)s]")
     train.add_argument("--bf16", action=argparse.BooleanOptionalAction, help="bf16 mixed precision [when available]")
     train.add_argument("--cpu", action="store_true", help="train on the CPU even if a GPU is present")
@@ -158,6 +192,17 @@ def register(families) -> None:
     parser.set_defaults(func=run)
 
 
+def is_wmt17(args: argparse.Namespace) -> bool:
+    return len(args.dataset) == 1 and args.dataset[0].lower() in ("wmt17", "wmt/wmt17")
+
+
+def resolve_options(args: argparse.Namespace) -> dict:
+    """The run's settings: explicit flags, else the defaults of `--tiny`, of `--dataset wmt17` or the general ones."""
+    base = TINY_DEFAULTS if args.tiny else WMT17_DEFAULTS if is_wmt17(args) else DEFAULTS
+    opts = {key: getattr(args, key, None) for key in base}
+    return {key: base[key] if value is None else value for key, value in opts.items()}
+
+
 def run(args: argparse.Namespace) -> int:
     import logging
 
@@ -171,9 +216,11 @@ def run(args: argparse.Namespace) -> int:
     logging.basicConfig(format="%(message)s")
     logging.getLogger("plldr_hf").setLevel(logging.INFO)
 
-    base = TINY_DEFAULTS if args.tiny else DEFAULTS
-    opts = {key: getattr(args, key, None) for key in base}
-    opts = {key: base[key] if value is None else value for key, value in opts.items()}
+    if args.wmt17_dir and not is_wmt17(args):
+        return fail("train agf", "--wmt17-dir needs --dataset wmt17")
+    if args.wmt17_dir and not Path(args.wmt17_dir).is_dir():
+        return fail("train agf", f"--wmt17-dir: {args.wmt17_dir} is not a folder; give the local copy of wmt/wmt17")
+    opts = resolve_options(args)
     output_dir = args.output_dir or f"runs/agf-{args.position}{'-pcmv' if args.pcmv else ''}"
 
     overrides = dict(
@@ -217,6 +264,7 @@ def _train(args: argparse.Namespace, training_args, opts: dict) -> None:
     train_translation(
         training_args,
         dataset=args.dataset[0] if len(args.dataset) == 1 else args.dataset,
+        wmt17_dir=args.wmt17_dir,
         source_lang=args.source_lang,
         target_lang=args.target_lang,
         size=opts["size"],
@@ -233,5 +281,7 @@ def _train(args: argparse.Namespace, training_args, opts: dict) -> None:
         max_eval_samples=opts["max_eval_samples"],
         max_test_samples=opts["max_test_samples"],
         num_beams=opts["num_beams"],
+        length_penalty=opts["length_penalty"],
+        bucket_by_length=args.bucket_by_length,
         resume_from_checkpoint=args.resume,
     )

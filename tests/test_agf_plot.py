@@ -56,3 +56,27 @@ def test_plot_shared_parameters_and_titles(tmp_path):
     assert _panel_title("model.encoder.position_encoding") == "encoder all layers self-attention"
     assert _panel_title("model.decoder.cross_position_encoding") == "decoder all layers cross-attention"
     assert torch.all(model.coefficient_curves(4)["model.encoder.position_encoding"][1] > 0)
+
+
+def test_initial_curves_and_how_far_training_moved_them():
+    from plldr_hf.agf_plot import coefficient_change
+
+    model = _tiny(pcmv=True, agf_amplitude_max_distance=4)
+    trained, initial = model.coefficient_curves(8), model.coefficient_curves(8, initial=True)
+    assert sorted(trained) == sorted(initial)
+    for name in trained:
+        assert torch.allclose(trained[name][1], initial[name][1])
+    assert coefficient_change(model)["max_abs_log_change"] < 1e-6
+    # move one head's exponent: the initial curves stay where they were, the change is found and located
+    with torch.no_grad():
+        model.model.encoder.layers[1].self_attn.position_encoding.exponent[2].add_(0.5)
+    change = coefficient_change(model, max_distance=8)
+    assert change["module"] == "encoder 1 self-attention" and change["head"] == 2
+    # |Δ log c| = Δk · log1p(|δ|/r) at the largest distance, 8
+    radius = torch.nn.functional.softplus(model.model.encoder.layers[1].self_attn.position_encoding.radius_raw[2, 0])
+    expected = 0.5 * torch.log1p(8 / (radius + 0.05))
+    assert abs(change["max_abs_log_change"] - float(expected)) < 1e-4
+    assert torch.allclose(
+        model.coefficient_curves(8, initial=True)[next(iter(initial))][1], initial[next(iter(initial))][1]
+    )
+    assert coefficient_change(_tiny(position_encoding="rope")) is None

@@ -27,12 +27,24 @@ def test_quickstart_quick_mode_writes_everything(tmp_path):
     assert pldr["collapse"]["order_parameter"]["G_LM"] == pytest.approx(after, rel=1e-4)
     assert pldr["order_parameter_prompts"]["G_LM"] == pytest.approx(after, rel=1e-4)
     assert pldr["decode_speed"]["collapsed_tok_s"] > 0 and pldr["decode_speed"]["uncollapsed_kv_g_cache_tok_s"] > 0
+    # where collapse pays: scoring forwards, collapsed / uncollapsed throughput from interleaved medians
+    scoring = pldr["scoring_speed"]
+    assert pldr["collapse_speedup"] == pytest.approx(scoring["collapsed_tok_s"] / scoring["uncollapsed_tok_s"])
+    assert (scoring["batch_size"], scoring["sequence_length"]) == (16, 64)
     assert len(pldr["samples"]) == 3
     assert agf["steps"] == agf["max_steps"] == 60
     for key in ("bleu", "chrf", "accuracy"):
         assert math.isfinite(agf[key]) and agf[key] >= 0
     assert agf["bleu_signature"].startswith("nrefs:1|case:mixed|eff:no|tok:13a")
     assert len(agf["examples"]) == 4
+    # the examples are the scored translations of the first test segments of 4-12 source words
+    for example in agf["examples"]:
+        assert 4 <= len(example["source"].split()) <= 12 and example["reference"]
+    # validation curve (teacher-forced) and how far the AGF curves moved
+    assert [v["step"] for v in agf["validation"]] == list(range(6, 61, 6))
+    assert all(math.isfinite(v["loss"]) for v in agf["validation"])
+    assert agf["coefficient_change"]["max_abs_log_change"] > 0
+    assert "AGF coefficient curves: the largest change" in (out / "summary.md").read_text()
 
     assert metrics["reload"]["pldrllm"] == {"class": "PldrllmForCausalLM", "identical": True, "collapsed": False}
     assert metrics["reload"]["pldrllm-collapsed"]["collapsed"] is True
@@ -50,3 +62,15 @@ def test_quickstart_quick_mode_writes_everything(tmp_path):
 def test_quickstart_rejects_a_bad_budget():
     with pytest.raises(ValueError, match="--minutes"):
         QuickstartPlan.for_minutes(0)
+
+
+def test_one_clock_passes_unused_time_on():
+    from plldr_hf.quickstart import Deadline
+
+    plan = QuickstartPlan.for_minutes(10)
+    deadline = Deadline(600)
+    deadline.start -= 120  # the first stage finished after two of its three minutes
+    (budget,) = deadline.callbacks(plan, deadline.left() - plan.agf_reserve_s)
+    # the next stage gets everything left but the reserve for its scoring, not a fixed share
+    assert budget.seconds == pytest.approx(600 - 120 - plan.agf_reserve_s, abs=1)
+    assert deadline.callbacks(QuickstartPlan.for_minutes(1), 100) == []  # smoke scale: fixed steps, no clock

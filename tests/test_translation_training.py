@@ -16,6 +16,7 @@ from plldr_hf.training.data import (
     train_joint_tokenizer,
 )
 from plldr_hf.training.seq2seq import (
+    LengthBucketSampler,
     evaluate_translation,
     train_translation,
     translate,
@@ -220,3 +221,35 @@ def test_seq2seq_trainer_30_steps_end_to_end(tmp_path):
 
     assert (tmp_path / "checkpoint-30" / "tokenizer.json").is_file()
     assert list((tmp_path / "runs").glob("*/events.out.tfevents.*")), "no TensorBoard log"
+
+
+def test_length_buckets_hold_similar_lengths_in_random_order():
+    generator = torch.Generator().manual_seed(0)
+    lengths = torch.randint(1, 60, (1000,), generator=generator).tolist()
+    sampler = LengthBucketSampler(16, lengths=lengths)
+    torch.manual_seed(0)
+    order = list(sampler)
+    assert sorted(order) == list(range(1000))  # every pair once per epoch
+    batches = [order[i : i + 16] for i in range(0, 1000, 16)]
+    spread = [max(lengths[i] for i in b) - min(lengths[i] for i in b) for b in batches[:-1]]
+    # within a batch the lengths are close (a random batch spans ~50 of the 59 possible lengths)
+    assert sorted(spread)[len(spread) // 2] <= 6
+    # ... and the batches do not run longest to shortest (transformers' group_by_length does, in stretches of 50):
+    # the mean length of consecutive batches goes up about as often as down
+    means = [sum(lengths[i] for i in b) / len(b) for b in batches]
+    ups = sum(b > a for a, b in zip(means, means[1:]))
+    assert 0.3 < ups / (len(means) - 1) < 0.7
+    torch.manual_seed(1)
+    assert list(sampler) != order  # a new order every epoch
+
+
+def test_drop_long_removes_pairs_that_do_not_fit_instead_of_truncating(libreoffice):
+    tok = train_joint_tokenizer(take_subset(libreoffice["train"], 500), 300)
+    raw = take_subset(libreoffice["train"], 300)
+    truncated = preprocess_translation(raw, tok, max_source_length=12, max_target_length=12)
+    kept = preprocess_translation(raw, tok, max_source_length=12, max_target_length=12, drop_long=True)
+    whole = preprocess_translation(raw, tok, max_source_length=1024, max_target_length=1024)
+    fits = [i for i, row in enumerate(whole) if len(row["input_ids"]) <= 12 and len(row["labels"]) <= 12]
+    assert 0 < len(fits) < len(raw)
+    assert len(kept) == len(fits) and kept["labels"] == [whole[i]["labels"] for i in fits]
+    assert len(truncated) == len(raw) and max(len(x) for x in truncated["labels"]) == 12

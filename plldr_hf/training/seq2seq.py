@@ -230,7 +230,10 @@ class LengthBucketSampler(LengthGroupedSampler):
     def __iter__(self):
         indices = get_length_grouped_indices(self.lengths, self.batch_size, generator=self.generator)
         batches = [indices[i : i + self.batch_size] for i in range(0, len(indices), self.batch_size)]
-        order = torch.randperm(len(batches), generator=self.generator).tolist()
+        # only the last mega-batch can end in a short batch; it stays last, so the DataLoader's cuts of
+        # `batch_size` fall on the bucket boundaries
+        full = len(batches) - (len(batches[-1]) < self.batch_size if batches else 0)
+        order = torch.randperm(full, generator=self.generator).tolist() + list(range(full, len(batches)))
         return iter([index for b in order for index in batches[b]])
 
 

@@ -21,6 +21,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="reference truncation for the accuracy, and the generation limit [%(default)s]",
     )
     group.add_argument("--hypotheses", metavar="PATH", help="write the translations, one line per segment")
+    group.add_argument("--wmt17-dir", metavar="DIR", help="with --dataset wmt17: a local copy of wmt/wmt17")
 
 
 def run(args: argparse.Namespace, config: dict) -> int:
@@ -35,7 +36,9 @@ def run(args: argparse.Namespace, config: dict) -> int:
     if torch.cuda.is_available():
         model = model.cuda()
     dataset = args.dataset or ["libreoffice"]
-    data = load_translation_dataset(dataset[0] if len(dataset) == 1 else dataset, args.source_lang, args.target_lang)
+    data = load_translation_dataset(
+        dataset[0] if len(dataset) == 1 else dataset, args.source_lang, args.target_lang, wmt17_dir=args.wmt17_dir
+    )
     missing = [s for s in args.split if s not in data]
     if missing:
         raise SystemExit(f"plldr-hf evaluate: split(s) {missing} not in the dataset; it has {sorted(data)}")

@@ -11,7 +11,8 @@ from plldr_hf.quickstart import QuickstartPlan
 
 def test_quickstart_quick_mode_writes_everything(tmp_path):
     out = tmp_path / "quickstart"
-    assert main(["quickstart", "--output-dir", str(out), "--minutes", "1"]) == 0
+    # the AGF + PCM-V translator, so that its coefficient plot and summary lines are exercised too
+    assert main(["quickstart", "--output-dir", str(out), "--minutes", "1", "--translator", "agf+pcmv"]) == 0
 
     metrics = json.loads((out / "metrics.json").read_text())
     pldr, agf = metrics["pldrllm"], metrics["agf"]
@@ -74,3 +75,16 @@ def test_one_clock_passes_unused_time_on():
     # the next stage gets everything left but the reserve for its scoring, not a fixed share
     assert budget.seconds == pytest.approx(600 - 120 - plan.agf_reserve_s, abs=1)
     assert deadline.callbacks(QuickstartPlan.for_minutes(1), 100) == []  # smoke scale: fixed steps, no clock
+
+
+def test_translator_choices_match_the_plan():
+    from plldr_hf.cli import build_parser
+    from plldr_hf.quickstart import TRANSLATORS, run_quickstart
+
+    parser = build_parser()
+    action = next(
+        a for a in parser._subparsers._group_actions[0].choices["quickstart"]._actions if a.dest == "translator"
+    )
+    assert tuple(action.choices) == tuple(TRANSLATORS)
+    with pytest.raises(ValueError, match="unknown translator 'nope'"):
+        run_quickstart("unused", minutes=1, translator="nope")

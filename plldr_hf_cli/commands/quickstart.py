@@ -7,7 +7,7 @@ def register(subparsers) -> None:
         help="train and evaluate both model families on the embedded data (about 10 minutes on a CPU)",
         description=(
             "Train a small PLDR-LLM on the embedded Shakespeare text (DAG regulariser, order parameter, collapse, "
-            "samples, decode speed) and a small AGF + PCM-V translator on the embedded en-de pairs (BLEU, chrF, "
+            "samples, collapse speed-up) and a small translator (model_type agf) on the embedded en-de pairs (BLEU, chrF, "
             "accuracy); write models, summary.md, metrics.json and plots to the output directory."
         ),
     )
@@ -15,11 +15,16 @@ def register(subparsers) -> None:
     parser.add_argument(
         "--minutes", type=float, default=10.0, help="time budget; under 4 minutes runs tiny models (smoke test)"
     )
+    parser.add_argument(
+        "--translator",
+        choices=("agf+pcmv", "agf", "sinusoidal", "rope", "alibi", "t5"),
+        help="position handling of the translator [sinusoidal: the one that learns to translate in 10 CPU minutes]",
+    )
     parser.set_defaults(func=run)
 
 
 def run(args) -> int:
     from plldr_hf.quickstart import run_quickstart
 
-    run_quickstart(args.output_dir, minutes=args.minutes)
+    run_quickstart(args.output_dir, minutes=args.minutes, translator=args.translator)
     return 0

@@ -443,7 +443,7 @@ def markdown_table(summary: dict, budget: Budget, meta: dict) -> str:
         f"`{meta['bleu_signature']}` / `{meta['chrf_signature']}`. Step time: median "
         f"optimizer step (wall clock, and CPU time of the run's process) on {meta['machine']}, {budget.threads} "
         f"thread(s) per run, {meta['jobs']} run(s) at a time, relative to the sinusoidal run of the same seed. Sweep "
-        f"wall time {meta['wall_minutes']:.0f} min.",
+        f"time {meta['run_minutes']:.0f} min of runs ({meta['jobs']} at a time).",
         "",
         "The paper column is a different setting (WMT17, 5.9M pairs, a larger model trained far longer); only the "
         "ordering of the variants is comparable, not the absolute numbers. Its values come from the project's "
@@ -537,6 +537,9 @@ def main(argv=None) -> int:
     parser.add_argument("--steps", type=int, help="override the budget's training steps")
     parser.add_argument("--threads", type=int, help="torch threads per run [1]")
     parser.add_argument("--jobs", type=int, default=1, help="runs in parallel processes (timings get noisier)")
+    parser.add_argument(
+        "--report-only", action="store_true", help="write the report from the finished runs; run nothing"
+    )
     parser.add_argument("--output-dir", default="benchmarks/out/position_ablation", help="[%(default)s]")
     parser.add_argument("--report-dir", help="where the .md / .png / .json go [benchmarks/results, quick: output-dir]")
     args = parser.parse_args(argv)
@@ -570,6 +573,9 @@ def main(argv=None) -> int:
     done = {(r["variant"], r["seed"]) for r in records}
     # seed-major order: each seed's variants run close together in time, so load drift hits them alike
     jobs = [(v, s, budget, out) for s in budget.seeds for v in args.variants if (v, s) not in done]
+    if args.report_only:
+        jobs = []
+        args.variants = [v for v in args.variants if any(r["variant"] == v for r in records)]
     print(f"{len(jobs)} runs to do, {len(done)} already in {runs_file}", flush=True)
 
     def record_done(record):
@@ -602,6 +608,12 @@ def main(argv=None) -> int:
         "gnome_segments": len(raw["gnome"]),
         "machine": f"{platform.machine()} CPU ({os.cpu_count()} cores)",
         "wall_minutes": (time.perf_counter() - start) / 60,
+        # summed over the reported runs (a resumed or report-only sweep has no single wall time)
+        "run_minutes": sum(
+            r["train_seconds"] + r.get("eval_seconds", 0) for r in records if r["variant"] in args.variants
+        )
+        / 60
+        / max(1, args.jobs),
         "jobs": args.jobs,
         "budget": asdict(budget),
         "torch": torch.__version__,

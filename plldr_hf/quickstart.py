@@ -109,14 +109,14 @@ class Deadline:
         return [TimeBudgetCallback(max(30.0, seconds))] if plan.time_limited else []
 
 
-def decode_speeds(models: dict, prompt: torch.Tensor, new_tokens: int, rounds: int = 5) -> dict[str, float]:
-    """Greedy tokens per second of each model, exactly `new_tokens` per run: one warm-up each, then `rounds` rounds
-    in which every model runs once in turn (so background load hits all alike); the median run counts."""
+def interleaved_median_seconds(models: dict, work, rounds: int) -> dict[str, float]:
+    """Median wall seconds of `work(model)` per model: one warm-up each, then `rounds` rounds in which every model
+    runs once in turn (so background load hits all alike)."""
 
     def run(model):
         start = time.perf_counter()
         with torch.no_grad():
-            model.generate(prompt, max_new_tokens=new_tokens, min_new_tokens=new_tokens, do_sample=False)
+            work(model)
         return time.perf_counter() - start
 
     for model in models.values():
@@ -125,26 +125,24 @@ def decode_speeds(models: dict, prompt: torch.Tensor, new_tokens: int, rounds: i
     for _ in range(rounds):
         for name, model in models.items():
             times[name].append(run(model))
-    return {name: new_tokens * prompt.shape[0] / statistics.median(values) for name, values in times.items()}
+    return {name: statistics.median(values) for name, values in times.items()}
+
+
+def decode_speeds(models: dict, prompt: torch.Tensor, new_tokens: int, rounds: int = 5) -> dict[str, float]:
+    """Greedy tokens per second of each model, exactly `new_tokens` per run (interleaved medians)."""
+
+    def work(model):
+        model.generate(prompt, max_new_tokens=new_tokens, min_new_tokens=new_tokens, do_sample=False)
+
+    seconds = interleaved_median_seconds(models, work, rounds)
+    return {name: new_tokens * prompt.shape[0] / value for name, value in seconds.items()}
 
 
 def scoring_speeds(models: dict, input_ids: torch.Tensor, rounds: int = 7) -> dict[str, float]:
     """Tokens per second of one full forward pass over `input_ids` (scoring / prefill, as lm-eval's log-likelihoods
-    run), per model: one warm-up each, then `rounds` interleaved rounds; the median counts."""
-
-    def run(model):
-        start = time.perf_counter()
-        with torch.no_grad():
-            model(input_ids, use_cache=False)
-        return time.perf_counter() - start
-
-    for model in models.values():
-        run(model)
-    times = {name: [] for name in models}
-    for _ in range(rounds):
-        for name, model in models.items():
-            times[name].append(run(model))
-    return {name: input_ids.numel() / statistics.median(values) for name, values in times.items()}
+    run), per model (interleaved medians)."""
+    seconds = interleaved_median_seconds(models, lambda model: model(input_ids, use_cache=False), rounds)
+    return {name: input_ids.numel() / value for name, value in seconds.items()}
 
 
 def run_pldrllm(plan: QuickstartPlan, out: Path, deadline: Deadline) -> dict:
@@ -444,7 +442,12 @@ def write_summary(out: Path, results: dict) -> Path:
             f"{100 * (last['accuracy'] or 0):.1f}% (curve in `agf/loss_curves.png`)."
         )
     change = a["coefficient_change"]
-    if change is not None:
+    if change is None:
+        lines.append(
+            f"- No AGF coefficient curves: this translator uses {a['translator']} positions (`--translator agf+pcmv` "
+            "trains AGF + PCM-V, which at this budget translates far worse: see the README's position ablation)."
+        )
+    else:
         moved = change["max_abs_log_change"]
         lines.append(
             f"- AGF coefficient curves: the largest change from their initialisation is a factor "

@@ -73,7 +73,9 @@ def test_initial_curves_and_how_far_training_moved_them():
     change = coefficient_change(model, max_distance=8)
     assert change["module"] == "encoder 1 self-attention" and change["head"] == 2
     # |Δ log c| = Δk · log1p(|δ|/r) at the largest distance, 8
-    radius = torch.nn.functional.softplus(model.model.encoder.layers[1].self_attn.position_encoding.radius_raw[2, 0])
+    radius = torch.nn.functional.softplus(
+        model.model.encoder.layers[1].self_attn.position_encoding.radius_raw[2, 0].detach()
+    )
     expected = 0.5 * torch.log1p(8 / (radius + 0.05))
     assert abs(change["max_abs_log_change"] - float(expected)) < 1e-4
     assert torch.allclose(

@@ -36,28 +36,16 @@ import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
+from plldr_hf.training.seq2seq import POSITION_VARIANTS
 
-VARIANTS = {
-    "sinusoidal": dict(position_encoding="sinusoidal"),
-    "rope": dict(position_encoding="rope"),
-    "alibi": dict(position_encoding="alibi"),
-    "kerple_log": dict(position_encoding="kerple_log"),
-    "t5": dict(position_encoding="t5"),
-    "agf": dict(position_encoding="agf"),
-    "agf+pcmv": dict(position_encoding="agf", pcmv=True),
-}
+
+VARIANTS = {name: fields for name, (_, fields) in POSITION_VARIANTS.items()}
+LABELS = {name: label for name, (label, _) in POSITION_VARIANTS.items()}
+
+
 # the sweep's default, sized to about an hour on 2 cores at 2,000 steps: the paper's vanilla baseline, AGF and
 # AGF + PCM-V (the comparison the paper makes); RoPE, ALiBi, KERPLE-log and T5 with --variants
 DEFAULT_VARIANTS = ("sinusoidal", "agf", "agf+pcmv")
-LABELS = {
-    "sinusoidal": "sinusoidal (vanilla)",
-    "rope": "RoPE",
-    "alibi": "ALiBi",
-    "kerple_log": "KERPLE-log",
-    "t5": "T5 bias",
-    "agf": "AGF",
-    "agf+pcmv": "AGF + PCM-V",
-}
 # the paper's accuracies (%) as given in the project's summary of the paper, WMT17 en→de, 3-layer model (agf.md §4,
 # marked [S]: not checked against the paper body); it reports no RoPE / ALiBi / KERPLE / T5 numbers
 PAPER_ACCURACY = {"sinusoidal": 70.59, "agf": 70.45, "agf+pcmv": 70.73}
@@ -158,7 +146,7 @@ def _by_length(ds):
 
 def prepare_data(budget: Budget, cache_dir: Path):
     """One tokenizer and one tokenised copy of the data for every run; saved so parallel workers can load it."""
-    from datasets import load_from_disk
+    from datasets import DatasetDict, load_from_disk
     from transformers import AutoTokenizer
 
     from plldr_hf.training.data import (
@@ -182,13 +170,16 @@ def prepare_data(budget: Budget, cache_dir: Path):
         raw[f"{split}_bleu"] = _by_length(take_subset(raw[split], budget.bleu_samples))
     del raw["validation"]
     tokenizer = train_joint_tokenizer(raw["train"], budget.vocab_size)
-    tokenized = preprocess_translation(raw, tokenizer, max_source_length=2 * budget.max_length, max_target_length=128)
     # train on pairs that fit max_length whole (no truncated targets); score the test sets truncated at 128
-    n = len(tokenized["train"])
-    tokenized["train"] = tokenized["train"].filter(
-        lambda ex: len(ex["input_ids"]) <= budget.max_length and len(ex["labels"]) <= budget.max_length
+    tests = DatasetDict({split: data for split, data in raw.items() if split != "train"})
+    tokenized = preprocess_translation(
+        tests, tokenizer, max_source_length=2 * budget.max_length, max_target_length=128
     )
-    print(f"training pairs: {len(tokenized['train'])} of {n} fit {budget.max_length} subwords", flush=True)
+    limit = budget.max_length
+    tokenized["train"] = preprocess_translation(
+        raw["train"], tokenizer, max_source_length=limit, max_target_length=limit, drop_long=True
+    )
+    print(f"training pairs: {len(tokenized['train'])} of {len(raw['train'])} fit {limit} subwords", flush=True)
     tokenizer.save_pretrained(folder / "tokenizer")
     raw.save_to_disk(str(folder / "raw"))
     tokenized.save_to_disk(str(folder / "tokenized"))

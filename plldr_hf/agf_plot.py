@@ -58,12 +58,12 @@ def plot_coefficient_curves(model, output_path: str | Path, max_distance: int = 
     from matplotlib.lines import Line2D
 
     curves = model.coefficient_curves(max_distance)
-    initial = model.coefficient_curves(max_distance, initial=True)
     if not curves:
         position_encoding = getattr(model.config, "position_encoding", None)
         raise ValueError(
             f"no AGF coefficient to plot: position_encoding={position_encoding!r} (needs 'agf' with LC1 or LC2 on)"
         )
+    initial = model.coefficient_curves(max_distance, initial=True)
     columns = min(3, len(curves))
     rows = math.ceil(len(curves) / columns)
     figure, axes = plt.subplots(rows, columns, figsize=(max(11, 4.2 * columns + 2), 3.6 * rows), squeeze=False)

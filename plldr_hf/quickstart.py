@@ -58,7 +58,7 @@ class QuickstartPlan:
     agf_beams: int
     decode_new_tokens: int
     time_limited: bool
-    # the translator's position handling, a key of TRANSLATORS. The paper's vanilla baseline by default: at this CPU
+    # the translator's position handling, a key of `seq2seq.POSITION_VARIANTS`. The paper's vanilla baseline by default: at this CPU
     # budget (≈ 2,000 steps) it is the variant that learns to translate (BLEU ≥ 12), while AGF + PCM-V is still far
     # behind (README, position ablation); `--translator agf+pcmv` trains the AGF model instead
     translator: str = "sinusoidal"
@@ -80,17 +80,6 @@ class QuickstartPlan:
         # --size small --vocab-size 4000 --learning-rate 0.002 --warmup-steps 200`, with length-bucketed batches
         return cls(minutes, "mini", 400, 128, 8, 2048, "small", 3000, None, 300, 4000, 64, 2e-3, 200, 4, 48,
                    time_limited=True)  # fmt: skip
-
-
-# position handling of the quickstart's translator (`--translator`): (position_encoding, pcmv, label)
-TRANSLATORS = {
-    "agf+pcmv": ("agf", True, "AGF + PCM-V"),
-    "agf": ("agf", False, "AGF"),
-    "sinusoidal": ("sinusoidal", False, "sinusoidal (vanilla)"),
-    "rope": ("rope", False, "RoPE"),
-    "alibi": ("alibi", False, "ALiBi"),
-    "t5": ("t5", False, "T5 bias"),
-}
 
 
 class Deadline:
@@ -259,10 +248,11 @@ def example_rows(dataset, hypotheses: list[str], count: int = 4, words: tuple[in
 def run_agf(plan: QuickstartPlan, out: Path, deadline: Deadline) -> dict:
     from plldr_hf.agf_plot import coefficient_change, plot_coefficient_curves
     from plldr_hf.training.causal_lm import plot_loss_curves
-    from plldr_hf.training.seq2seq import train_translation, translation_training_arguments
+    from plldr_hf.training.seq2seq import POSITION_VARIANTS, train_translation, translation_training_arguments
 
     run_dir = out / "agf"
-    position_encoding, pcmv, label = TRANSLATORS[plan.translator]
+    label, fields = POSITION_VARIANTS[plan.translator]
+    position_encoding, pcmv = fields["position_encoding"], fields.get("pcmv", False)
     budget = deadline.callbacks(plan, deadline.left() - plan.agf_reserve_s)
     eval_steps = max(1, plan.agf_steps // 10)
     args = translation_training_arguments(
@@ -483,10 +473,12 @@ def run_quickstart(
 ) -> dict:
     import transformers
 
+    from plldr_hf.training.seq2seq import POSITION_VARIANTS
+
     plan = QuickstartPlan.for_minutes(minutes)
     if translator is not None:
-        if translator not in TRANSLATORS:
-            raise ValueError(f"unknown translator {translator!r}; choose one of {', '.join(TRANSLATORS)}")
+        if translator not in POSITION_VARIANTS:
+            raise ValueError(f"unknown translator {translator!r}; choose one of {', '.join(POSITION_VARIANTS)}")
         plan = replace(plan, translator=translator)
     out = Path(output_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -503,7 +495,7 @@ def run_quickstart(
     print(f"[1/3] PLDR-LLM ({plan.pldr_size}) on the embedded Shakespeare corpus", flush=True)
     results["pldrllm"] = run_pldrllm(plan, out, deadline)
     print(
-        f"[2/3] {TRANSLATORS[plan.translator][2]} translator ({plan.agf_size}) on the embedded en-de pairs "
+        f"[2/3] {POSITION_VARIANTS[plan.translator][0]} translator ({plan.agf_size}) on the embedded en-de pairs "
         f"({max(0.0, deadline.left()) / 60:.1f} min left)",
         flush=True,
     )

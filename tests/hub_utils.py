@@ -69,17 +69,10 @@ def tiny_pldrllm(vocab_size: int, collapsed: bool = True):
 
 def tiny_agf(vocab_size: int):
     """A tiny AGF model with PCM-V and position parameters moved off their symmetric init."""
-    from plldr_hf import AgfConfig, AgfForConditionalGeneration
+    from tests.utils import tiny_agf as tiny_agf_model
 
-    config = AgfConfig(
+    model = tiny_agf_model(
         vocab_size=vocab_size,
-        d_model=32,
-        encoder_layers=2,
-        decoder_layers=2,
-        encoder_attention_heads=4,
-        decoder_attention_heads=4,
-        encoder_ffn_dim=37,
-        decoder_ffn_dim=37,
         dropout=0.0,
         init_std=0.2,
         pcmv=True,
@@ -88,7 +81,6 @@ def tiny_agf(vocab_size: int):
         eos_token_id=2,
         decoder_start_token_id=1,
     )
-    model = AgfForConditionalGeneration(config).eval()
     with torch.no_grad():
         for name, param in model.named_parameters():
             if any(key in name for key in ("radius_raw", "exponent", "base_raw", "amplitude_raw")):

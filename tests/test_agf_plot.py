@@ -2,31 +2,16 @@
 
 import torch
 
-from plldr_hf import AgfConfig, AgfForConditionalGeneration
 from plldr_hf.agf_plot import _panel_title, plot_coefficient_curves
 from plldr_hf.cli import main
+from tests.utils import tiny_agf
 
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
-def _tiny(**overrides) -> AgfForConditionalGeneration:
-    config = AgfConfig(
-        vocab_size=99,
-        d_model=32,
-        encoder_layers=2,
-        decoder_layers=2,
-        encoder_attention_heads=4,
-        decoder_attention_heads=4,
-        encoder_ffn_dim=37,
-        decoder_ffn_dim=37,
-        **overrides,
-    )
-    return AgfForConditionalGeneration(config)
-
-
 def test_cli_writes_png_of_saved_model(tmp_path, capsys):
-    _tiny(agf_amplitude_max_distance=4, pcmv=True, pcmv_coefficient="separate").save_pretrained(tmp_path / "model")
+    tiny_agf(agf_amplitude_max_distance=4, pcmv=True, pcmv_coefficient="separate").save_pretrained(tmp_path / "model")
     assert main(["plot-agf", str(tmp_path / "model"), "--max-distance", "16"]) == 0
     default = tmp_path / "model" / "agf_coefficients.png"
     assert default.read_bytes().startswith(PNG_MAGIC)
@@ -37,14 +22,14 @@ def test_cli_writes_png_of_saved_model(tmp_path, capsys):
 
 
 def test_cli_refuses_model_without_agf_coefficient(tmp_path, capsys):
-    _tiny(position_encoding="alibi").save_pretrained(tmp_path / "alibi")
+    tiny_agf(position_encoding="alibi").save_pretrained(tmp_path / "alibi")
     assert main(["plot-agf", str(tmp_path / "alibi")]) == 2
     assert "no AGF coefficient" in capsys.readouterr().err
     assert main(["plot-agf", str(tmp_path / "missing")]) == 2
 
 
 def test_plot_shared_parameters_and_titles(tmp_path):
-    model = _tiny(agf_share_across_layers=True, agf_cross_attention="relative")
+    model = tiny_agf(agf_share_across_layers=True, agf_cross_attention="relative")
     assert sorted(model.coefficient_curves(4)) == [
         "model.decoder.cross_position_encoding",
         "model.decoder.position_encoding",
@@ -61,7 +46,7 @@ def test_plot_shared_parameters_and_titles(tmp_path):
 def test_initial_curves_and_how_far_training_moved_them():
     from plldr_hf.agf_plot import coefficient_change
 
-    model = _tiny(pcmv=True, agf_amplitude_max_distance=4)
+    model = tiny_agf(pcmv=True, agf_amplitude_max_distance=4)
     trained, initial = model.coefficient_curves(8), model.coefficient_curves(8, initial=True)
     assert sorted(trained) == sorted(initial)
     for name in trained:
@@ -81,4 +66,4 @@ def test_initial_curves_and_how_far_training_moved_them():
     assert torch.allclose(
         model.coefficient_curves(8, initial=True)[next(iter(initial))][1], initial[next(iter(initial))][1]
     )
-    assert coefficient_change(_tiny(position_encoding="rope")) is None
+    assert coefficient_change(tiny_agf(position_encoding="rope")) is None

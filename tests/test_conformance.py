@@ -9,26 +9,13 @@ import pytest
 import torch
 from transformers.cache_utils import DynamicCache, EncoderDecoderCache
 
-from plldr_hf import AgfConfig, AgfForConditionalGeneration, AgfModel
+from plldr_hf import AgfForConditionalGeneration, AgfModel
 from tests.utils import assert_close, tiny_model
+from tests.utils import tiny_agf as tiny_agf_model
 
 
 def tiny_agf(**overrides) -> AgfForConditionalGeneration:
-    config = AgfConfig(
-        vocab_size=99,
-        d_model=32,
-        encoder_layers=2,
-        decoder_layers=2,
-        encoder_attention_heads=4,
-        decoder_attention_heads=4,
-        encoder_ffn_dim=37,
-        decoder_ffn_dim=37,
-        dropout=0.0,
-        position_encoding="agf",
-        pcmv=True,
-        **overrides,
-    )
-    return AgfForConditionalGeneration(config).eval()
+    return tiny_agf_model(dropout=0.0, position_encoding="agf", pcmv=True, **overrides)
 
 
 def test_agf_inputs_embeds_equal_input_ids():

@@ -79,12 +79,13 @@ def test_one_clock_passes_unused_time_on():
 
 def test_translator_choices_match_the_plan():
     from plldr_hf.cli import build_parser
-    from plldr_hf.quickstart import TRANSLATORS, run_quickstart
+    from plldr_hf.quickstart import run_quickstart
+    from plldr_hf.training.seq2seq import POSITION_VARIANTS
 
     parser = build_parser()
     action = next(
         a for a in parser._subparsers._group_actions[0].choices["quickstart"]._actions if a.dest == "translator"
     )
-    assert tuple(action.choices) == tuple(TRANSLATORS)
+    assert tuple(action.choices) == tuple(POSITION_VARIANTS)
     with pytest.raises(ValueError, match="unknown translator 'nope'"):
         run_quickstart("unused", minutes=1, translator="nope")

@@ -2,7 +2,7 @@
 
 import torch
 
-from plldr_hf import PldrllmConfig, PldrllmForCausalLM
+from plldr_hf import AgfConfig, AgfForConditionalGeneration, PldrllmConfig, PldrllmForCausalLM
 
 
 def assert_close(name: str, ref: torch.Tensor, out: torch.Tensor, atol: float = 1e-5, rtol: float = 1e-5) -> None:
@@ -47,3 +47,20 @@ def make_invariant(model: PldrllmForCausalLM) -> PldrllmForCausalLM:
             norm.weight.zero_()
             norm.bias.normal_()
     return model
+
+
+def tiny_agf(**overrides) -> AgfForConditionalGeneration:
+    """A tiny AGF-family translation model (2+2 layers, 32 wide, 4 heads) in eval mode; `overrides` are AgfConfig
+    fields."""
+    kwargs = dict(
+        vocab_size=99,
+        d_model=32,
+        encoder_layers=2,
+        decoder_layers=2,
+        encoder_attention_heads=4,
+        decoder_attention_heads=4,
+        encoder_ffn_dim=37,
+        decoder_ffn_dim=37,
+    )
+    kwargs.update(overrides)
+    return AgfForConditionalGeneration(AgfConfig(**kwargs)).eval()

@@ -63,6 +63,7 @@ logger = logging.getLogger(__name__)
 
 __all__ = [
     "MODEL_SIZES",
+    "POSITION_VARIANTS",
     "LengthBucketSampler",
     "TranslationTrainer",
     "TranslationRun",
@@ -84,6 +85,18 @@ MODEL_SIZES: dict[str, dict[str, Any]] = {
     "base": dict(d_model=512, encoder_layers=3, decoder_layers=3, encoder_attention_heads=8,
                  decoder_attention_heads=8, encoder_ffn_dim=2048, decoder_ffn_dim=2048),
 }  # fmt: skip
+
+# named position variants of the family (the AGF paper's comparison): label and the `AgfConfig` fields that make
+# them; used by the quickstart's `--translator` and the position ablation
+POSITION_VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
+    "sinusoidal": ("sinusoidal (vanilla)", dict(position_encoding="sinusoidal")),
+    "rope": ("RoPE", dict(position_encoding="rope")),
+    "alibi": ("ALiBi", dict(position_encoding="alibi")),
+    "kerple_log": ("KERPLE-log", dict(position_encoding="kerple_log")),
+    "t5": ("T5 bias", dict(position_encoding="t5")),
+    "agf": ("AGF", dict(position_encoding="agf")),
+    "agf+pcmv": ("AGF + PCM-V", dict(position_encoding="agf", pcmv=True)),
+}
 
 TOKENIZER_FILE = "tokenizer.json"
 IGNORE_INDEX = -100
@@ -423,6 +436,8 @@ def train_translation(
         resume_from_checkpoint = last
     elif resume_from_checkpoint and not os.path.isdir(resume_from_checkpoint):
         raise FileNotFoundError(f"checkpoint folder {resume_from_checkpoint} does not exist")
+    from datasets import DatasetDict
+
     set_seed(args.seed)
     os.makedirs(args.output_dir, exist_ok=True)
 
@@ -434,12 +449,22 @@ def train_translation(
             if split not in ("train", "validation"):
                 raw[split] = take_subset(raw[split], max_test_samples)
         tok = _load_or_train_tokenizer(args, raw, tokenizer, vocab_size, tokenizer_model, (source_lang, target_lang))
-        lengths = dict(max_source_length=max_source_length, max_target_length=max_target_length)
-        tokenized = preprocess_translation(raw, tok, source_lang, target_lang, **lengths)
+        # each split tokenised once: the training split drops the pairs that do not fit, the others are truncated
+        tokenized = DatasetDict(
+            {
+                split: preprocess_translation(
+                    data,
+                    tok,
+                    source_lang,
+                    target_lang,
+                    max_source_length=max_source_length,
+                    max_target_length=max_target_length,
+                    drop_long=drop_long_train_pairs and split == "train",
+                )
+                for split, data in raw.items()
+            }
+        )
         if drop_long_train_pairs:
-            tokenized["train"] = preprocess_translation(
-                raw["train"], tok, source_lang, target_lang, drop_long=True, **lengths
-            )
             logger.info(
                 "training on %d of %d pairs (the others exceed %d / %d subwords)",
                 len(tokenized["train"]),

@@ -17,7 +17,8 @@ def register(subparsers) -> None:
     )
     parser.add_argument(
         "--translator",
-        choices=("agf+pcmv", "agf", "sinusoidal", "rope", "alibi", "t5"),
+        # plldr_hf.training.seq2seq.POSITION_VARIANTS (a copy, so that --help needs no transformers import)
+        choices=("sinusoidal", "rope", "alibi", "kerple_log", "t5", "agf", "agf+pcmv"),
         help="position handling of the translator [sinusoidal: the one that learns to translate in 10 CPU minutes]",
     )
     parser.set_defaults(func=run)

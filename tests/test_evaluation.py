@@ -123,7 +123,7 @@ def test_ablation_summary_table_and_noise_rule(tmp_path):
     assert summary["agf+pcmv"]["test_accuracy"]["resolved_vs_reference"] is True
     assert summary["rope"]["test_accuracy"]["resolved_vs_reference"] is False
 
-    meta = {"train_pairs": 10, "test_segments": 5, "gnome_segments": 6, "machine": "test", "wall_minutes": 1.0,
+    meta = {"train_pairs": 10, "test_segments": 5, "gnome_segments": 6, "machine": "test", "wall_minutes": 1.0, "run_minutes": 1.0,
             "jobs": 1, "bleu_signature": "nrefs:1", "chrf_signature": "nrefs:1"}  # fmt: skip
     from benchmarks.position_ablation import FULL
 

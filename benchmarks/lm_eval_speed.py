@@ -36,12 +36,9 @@ def main(argv=None) -> int:
 
     import plldr_hf
     from plldr_hf.lm_eval_tasks import write_continuation_task
-    from plldr_hf.training.causal_lm import (
-        llama_config_like,
-        load_text_corpus,
-        pldrllm_config,
-        train_sentencepiece_tokenizer,
-    )
+    from plldr_hf.training.corpus import load_text_corpus
+    from plldr_hf.training.recipes import llama_config_like, pldrllm_config
+    from plldr_hf.training.tokenizers import train_sentencepiece_tokenizer
 
     hf_logging.set_verbosity_error()
     torch.manual_seed(0)

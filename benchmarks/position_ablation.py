@@ -36,7 +36,7 @@ import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
-from plldr_hf.training.seq2seq import POSITION_VARIANTS
+from plldr_hf.training.recipes import POSITION_VARIANTS
 
 
 VARIANTS = {name: fields for name, (_, fields) in POSITION_VARIANTS.items()}
@@ -149,12 +149,9 @@ def prepare_data(budget: Budget, cache_dir: Path):
     from datasets import DatasetDict, load_from_disk
     from transformers import AutoTokenizer
 
-    from plldr_hf.training.data import (
-        load_translation_dataset,
-        preprocess_translation,
-        take_subset,
-        train_joint_tokenizer,
-    )
+    from plldr_hf.training.corpus import load_translation_dataset, take_subset
+    from plldr_hf.training.preprocessing import preprocess_translation
+    from plldr_hf.training.tokenizers import train_joint_tokenizer
 
     folder = cache_dir / f"data-{budget.data_key()}"
     if (folder / "done").is_file():
@@ -216,12 +213,8 @@ def run_one(variant: str, seed: int, budget: Budget, cache_dir: Path, *, evaluat
     from transformers import DataCollatorForSeq2Seq, set_seed
 
     from plldr_hf import AgfForConditionalGeneration
-    from plldr_hf.training.seq2seq import (
-        TranslationTrainer,
-        build_agf_config,
-        evaluate_translation,
-        translation_training_arguments,
-    )
+    from plldr_hf.training.recipes import build_agf_config, translation_training_arguments
+    from plldr_hf.training.seq2seq import TranslationTrainer, evaluate_translation
 
     torch.set_num_threads(budget.threads)
     tokenizer, raw, tokenized = prepare_data(budget, cache_dir)

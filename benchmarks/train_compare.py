@@ -76,7 +76,8 @@ def main(argv=None) -> int:
     import torch
     import transformers
 
-    from plldr_hf.training.causal_lm import TrainOptions, _parse_weights, prepare_tokenizer_and_data, train_causal_lm
+    from plldr_hf.training.causal_lm import prepare_tokenizer_and_data, train_causal_lm
+    from plldr_hf.training.options import TrainOptions, parse_dag_weights
 
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     if args.threads:
@@ -92,7 +93,7 @@ def main(argv=None) -> int:
         max_steps=steps,
         learning_rate=args.learning_rate,
         warmup_steps=args.warmup_steps,
-        dag_weights=_parse_weights(args.dag_weights),
+        dag_weights=parse_dag_weights(args.dag_weights),
         logging_steps=max(1, steps // 30),
         eval_steps=0,
         save_total_limit=1,

@@ -35,7 +35,7 @@ def main(argv=None) -> int:
     from transformers import AutoModelForSequenceClassification, AutoTokenizer, Trainer, TrainingArguments, pipeline
 
     import plldr_hf
-    from plldr_hf.training.data import load_translation_dataset
+    from plldr_hf.training.corpus import load_translation_dataset
 
     labels = {0: "English", 1: "German"}
     tokenizer = AutoTokenizer.from_pretrained(args.tokenizer)

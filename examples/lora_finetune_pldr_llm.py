@@ -77,21 +77,16 @@ def main(argv=None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
 
     from peft import get_peft_model
-    from transformers import AutoModelForCausalLM, AutoTokenizer, set_seed
+    from transformers import AutoModelForCausalLM, AutoTokenizer, DataCollatorForLanguageModeling, set_seed
 
     import plldr_hf  # noqa: F401  (registers model_type "pldrllm" with the Auto classes)
+    from plldr_hf.evaluation import perplexity_from_metrics
     from plldr_hf.training.callbacks import DagLossCallback
-    from plldr_hf.training.causal_lm import (
-        CausalLMCollator,
-        TrainOptions,
-        _parse_weights,
-        load_text_corpus,
-        order_parameters,
-        pack_into_blocks,
-        perplexity_from_metrics,
-        reference_training_arguments,
-        train_causal_lm,
-    )
+    from plldr_hf.training.causal_lm import order_parameters, train_causal_lm
+    from plldr_hf.training.corpus import load_text_corpus
+    from plldr_hf.training.options import TrainOptions, parse_dag_weights
+    from plldr_hf.training.preprocessing import pack_into_blocks
+    from plldr_hf.training.recipes import reference_training_arguments
     from plldr_hf.training.trainer import PldrTrainer
 
     out = Path(args.output_dir)
@@ -139,7 +134,7 @@ def main(argv=None) -> int:
     )
     calibration = [eval_blocks[i]["input_ids"][: max(1, block_size - 16)] for i in range(min(8, len(eval_blocks)))]
 
-    weights = _parse_weights(args.dag_weights)
+    weights = parse_dag_weights(args.dag_weights)
     peft_model = get_peft_model(model, lora_config(model.config, args.r, args.alpha, not args.no_plga, args.ffn))
     peft_model.print_trainable_parameters()
     # the HF fine-tuning recipe of the v52-81M-FT cards (pldr_llm.md §7.5): warm-up 20, norm clipping 1.0,
@@ -165,7 +160,7 @@ def main(argv=None) -> int:
         args=training_args,
         train_dataset=train_blocks,
         eval_dataset=eval_blocks,
-        data_collator=CausalLMCollator(),
+        data_collator=DataCollatorForLanguageModeling(tokenizer, mlm=False),
         callbacks=callbacks,
     )
     report = {"before": perplexity_from_metrics(trainer.evaluate())}
@@ -183,7 +178,10 @@ def main(argv=None) -> int:
     print(collapse_report)
     report["collapse"] = collapse_report.to_dict()
     collapsed_eval = PldrTrainer(
-        model=merged, args=training_args, eval_dataset=eval_blocks, data_collator=CausalLMCollator()
+        model=merged,
+        args=training_args,
+        eval_dataset=eval_blocks,
+        data_collator=DataCollatorForLanguageModeling(tokenizer, mlm=False),
     ).evaluate()
     report["after_collapse"] = perplexity_from_metrics(collapsed_eval)
     merged.config.use_cache = True

@@ -30,16 +30,11 @@ def main(argv=None) -> int:
     parser.add_argument("--tiny", action="store_true", help="tiny model, small data, 30 steps: a CPU smoke run")
     args = parser.parse_args(argv)
 
-    from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+    from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, pipeline
 
     import plldr_hf  # noqa: F401  (registers model_type "agf" with the Auto classes)
-    from plldr_hf.training.seq2seq import (
-        evaluate_translation,
-        format_scores,
-        train_translation,
-        translate,
-        translation_training_arguments,
-    )
+    from plldr_hf.training.recipes import translation_training_arguments
+    from plldr_hf.training.seq2seq import evaluate_translation, format_scores, train_translation
 
     output_dir = args.output_dir or f"runs/example-agf-{args.position}{'-pcmv' if args.pcmv else ''}"
     if args.tiny:
@@ -72,9 +67,9 @@ def main(argv=None) -> int:
     model = AutoModelForSeq2SeqLM.from_pretrained(output_dir)
     tokenizer = AutoTokenizer.from_pretrained(output_dir)
     sources = ["Click OK to close the dialog.", "Choose Format - Cells."]
-    translations = translate(model, tokenizer, sources, num_beams=limits["num_beams"], max_new_tokens=64)
-    for source, target in zip(sources, translations):
-        print(f"{source} -> {target}")
+    translator = pipeline("translation", model=model, tokenizer=tokenizer)
+    for source, output in zip(sources, translator(sources, num_beams=limits["num_beams"], max_new_tokens=64)):
+        print(f"{source} -> {output[0]['translation_text']}")
 
     # 4. rescoring the reloaded model gives the numbers printed in step 2
     test = run.datasets["test"]

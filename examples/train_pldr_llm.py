@@ -23,14 +23,13 @@ Several GPUs or processes, unchanged (Trainer picks up the launcher's environmen
 import argparse
 import sys
 
-from plldr_hf.training.causal_lm import run_from_args
-from plldr_hf_cli.commands.train.pldrllm import add_arguments
+from plldr_hf_cli.commands.train.pldrllm import add_arguments, train_and_report
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     add_arguments(parser)
-    return run_from_args(parser.parse_args(argv))
+    return train_and_report(parser.parse_args(argv))
 
 
 if __name__ == "__main__":

@@ -59,8 +59,8 @@ import torch
 
 from plldr_hf.models.pldrllm.modeling_pldrllm import (
     DEDUCTIVE_TENSORS,
+    calibration_ids,
     dag_loss,
-    default_calibration,
     order_parameter_rms,
     order_parameter_soc,
 )
@@ -209,27 +209,6 @@ def _g_mode(config) -> str:
     return "collapsed" if config.collapsed else "learned"
 
 
-def _as_sequences(model, inputs, tokenizer, max_len: int) -> list[list[int]]:
-    if inputs is None:
-        sequences = default_calibration(model.config)
-    elif isinstance(inputs, str) or (isinstance(inputs, (list, tuple)) and inputs and isinstance(inputs[0], str)):
-        if tokenizer is None:
-            raise ValueError("diagnose(): texts need a `tokenizer`")
-        texts = [inputs] if isinstance(inputs, str) else list(inputs)
-        sequences = [tokenizer(text, add_special_tokens=False)["input_ids"] for text in texts]
-    elif isinstance(inputs, torch.Tensor):
-        if inputs.dim() != 2:
-            raise ValueError(f"diagnose(): input ids must be 2D (N, S), got shape {tuple(inputs.shape)}")
-        sequences = inputs.tolist()
-    else:
-        sequences = [list(ids) for ids in inputs]
-    # prompts longer than the room left for the continuation are truncated (the reference RoPE table ends there)
-    sequences = [list(seq)[:max_len] for seq in sequences if len(seq) > 0]
-    if not sequences:
-        raise ValueError("diagnose(): no non-empty input sequence")
-    return sequences
-
-
 def _greedy_continuation(model, prompt: torch.Tensor, new_tokens: int) -> torch.Tensor:
     with torch.no_grad():
         return model.generate(
@@ -250,46 +229,6 @@ def _nan_to_none(value):
 
 def _tolist(t: torch.Tensor):
     return t.tolist()
-
-
-def load_pldrllm(model_dir, dtype=torch.float32):
-    """Load a `PldrllmForCausalLM` from a local folder with a clear error for a missing folder or another model type.
-
-    `dtype`: a torch dtype, or "auto" for the checkpoint's own dtype.
-    """
-    from plldr_hf.models.pldrllm.modeling_pldrllm import PldrllmForCausalLM
-
-    path = Path(model_dir)
-    if not path.is_dir():
-        raise FileNotFoundError(f"model directory not found: {model_dir}")
-    config_file = path / "config.json"
-    if not config_file.is_file():
-        raise FileNotFoundError(f"no config.json in {model_dir}: not a saved model directory")
-    model_type = json.loads(config_file.read_text()).get("model_type")
-    if model_type != "pldrllm":
-        raise ValueError(f"{model_dir} holds a {model_type!r} model; this command needs a PLDR-LLM ('pldrllm')")
-    return PldrllmForCausalLM.from_pretrained(path, dtype=dtype).eval()
-
-
-def load_tokenizer(path):
-    """`AutoTokenizer` from a local folder, with a clear error when it has no tokenizer files."""
-    from transformers import AutoTokenizer
-
-    try:
-        return AutoTokenizer.from_pretrained(path)
-    except (OSError, ValueError, TypeError) as error:
-        raise ValueError(f"could not load a tokenizer from {path} (pass --tokenizer): {error}") from error
-
-
-def read_texts(path) -> list[str]:
-    """Non-empty lines of a UTF-8 text file, one text each."""
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"texts file not found: {path}")
-    texts = [line.strip() for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
-    if not texts:
-        raise ValueError(f"texts file {path} has no non-empty line")
-    return texts
 
 
 @dataclass
@@ -387,6 +326,8 @@ class DiagnosticsReport:
             "order_parameter": output_dir / "order_parameter.png",
             "singular_values": output_dir / "singular_values_A.png",
         }
+        from plldr_hf.plots import plot_order_parameters, plot_singular_values
+
         self.to_json(paths["json"])
         plot_order_parameters(self, paths["order_parameter"])
         plot_singular_values(self, paths["singular_values"])
@@ -432,7 +373,10 @@ def diagnose(model, inputs=None, tokenizer=None, new_tokens: int = 16, rtol: flo
     model.eval()
     device = next(model.parameters()).device
     try:
-        sequences = _as_sequences(model, inputs, tokenizer, max_len)
+        # prompts longer than the room left for the continuation are truncated (the reference RoPE table ends there)
+        sequences = [seq[:max_len] for seq in calibration_ids(config, inputs, tokenizer, "diagnose()")]
+        if not sequences:
+            raise ValueError("diagnose(): no non-empty input sequence")
         prompt_outputs, full_outputs = [], []
         for seq in sequences:
             prompt = torch.tensor([seq], dtype=torch.long, device=device)
@@ -500,92 +444,14 @@ def diagnose(model, inputs=None, tokenizer=None, new_tokens: int = 16, rtol: flo
     )
 
 
-def _matplotlib():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
-def plot_order_parameters(report: DiagnosticsReport, path) -> None:
-    """PNG: how input-dependent each deductive tensor is, per layer — grouped bars of the SOC order parameter across
-    the calibration inputs (the collapse criterion, left) and between each prompt and its greedy continuation
-    (right). A symmetric-log axis shows an exact 0 (input-invariant) as a bar of height 0."""
-    plt = _matplotlib()
-    layers = list(range(report.num_layers))
-    names = [n for n in DEDUCTIVE_TENSORS if report.order_parameter_inputs_per_layer[n][0] is not None]
-    width = 0.8 / max(1, len(names))
-    fig, axes = plt.subplots(1, 2, figsize=(13, 4.8), sharey=True)
-    panels = (
-        (axes[0], report.order_parameter_inputs_per_layer, "across calibration inputs (collapse criterion)"),
-        (axes[1], report.order_parameter_per_layer, f"prompt vs prompt + {report.new_tokens} greedy tokens"),
-    )
-    for ax, values, title in panels:
-        for i, name in enumerate(names):
-            xs = [layer + (i - (len(names) - 1) / 2) * width for layer in layers]
-            ax.bar(xs, values[name], width=width, label=name)
-        ax.set_yscale("symlog", linthresh=1e-3)
-        ax.set_xticks(layers)
-        ax.set_xlabel("decoder layer")
-        ax.set_title(title, fontsize=11)
-        ax.grid(True, axis="y", which="both", alpha=0.3)
-    axes[0].set_ylabel("order parameter RMSE / |mean| (dimensionless)")
-    handles, labels = axes[0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="center left", bbox_to_anchor=(0.88, 0.5), title="tensor")
-    fig.suptitle(
-        f"PLDR-LLM order parameter per layer (G {report.g_mode}; {report.num_inputs} inputs; 0 = input-invariant)",
-        fontsize=12,
-    )
-    fig.tight_layout(rect=(0, 0, 0.87, 1))
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-
-
-def plot_singular_values(report: DiagnosticsReport, path) -> None:
-    """PNG: the normalised singular values σ_i/σ₁ of the metric tensor A for the first input, one panel per layer
-    and one line per head (a rank-one A is a single point at 1 and a drop to the floor)."""
-    plt = _matplotlib()
-    cols = min(report.num_layers, 4)
-    rows = math.ceil(report.num_layers / cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(max(11, 3.2 * cols + 2), 4.2 * rows), squeeze=False)
-    floor = float(torch.finfo(torch.float32).eps)
-    for layer in range(rows * cols):
-        ax = axes[layer // cols][layer % cols]
-        if layer >= report.num_layers:
-            ax.axis("off")
-            continue
-        for head, spectrum in enumerate(report.singular_values[layer]):
-            ax.plot(range(1, len(spectrum) + 1), [max(v, floor) for v in spectrum], lw=1.0, label=f"head {head}")
-        ax.set_yscale("log")
-        ax.set_ylim(bottom=floor / 2)
-        ax.set_title(f"layer {layer}", fontsize=11)
-        ax.set_xlabel("singular value index i")
-        ax.grid(True, which="both", alpha=0.3)
-    for row in axes:
-        row[0].set_ylabel("σ_i / σ₁ (float32 ε floor)")
-    handles, labels = axes[0][0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="center left", bbox_to_anchor=(0.9, 0.5), title="head", fontsize=9)
-    fig.suptitle(f"Singular values of the metric tensor A (G {report.g_mode}; first calibration input)", fontsize=12)
-    fig.tight_layout(rect=(0, 0, 0.89, 1))
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-
-
 __all__ = [
     "DiagnosticsReport",
     "cross_head_spread",
     "dag_values_per_layer",
     "deductive_outputs",
     "diagnose",
-    "load_pldrllm",
-    "load_tokenizer",
     "perron_frobenius",
-    "plot_order_parameters",
-    "plot_singular_values",
     "rank_one_audit",
-    "read_texts",
     "rope_commutant_projection",
     "rope_commutant_residual",
     "singular_value_spectrum",

@@ -1,4 +1,5 @@
-"""Evaluation metrics: detokenised corpus BLEU and chrF through sacrebleu, and teacher-forced token accuracy.
+"""Evaluation metrics: detokenised corpus BLEU and chrF through sacrebleu, teacher-forced token accuracy, and the
+perplexity of a causal LM.
 
 - BLEU and chrF are sacrebleu's own corpus scores with its default settings (BLEU: 13a tokenisation, mixed case,
   exponential smoothing; chrF: character 6-grams, beta 2), computed on detokenised text. Every score carries
@@ -7,10 +8,13 @@
   `plldr_hf/metrics/translation_scores/` wraps the same functions as a local `evaluate` module.
 - Token accuracy is the fraction of non-ignored target tokens (labels != -100, EOS included, padding excluded) whose
   teacher-forced argmax prediction equals the label — the "accuracy" of the AGF paper as read in `agf.md` §4.
+- Perplexity is exp of the token-weighted mean cross-entropy: `perplexity` scores packed blocks
+  (`plldr-hf evaluate`), `perplexity_from_metrics` reads it from Trainer's evaluation loss (the training reports).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -21,6 +25,8 @@ __all__ = [
     "CorpusScore",
     "corpus_bleu",
     "corpus_chrf",
+    "perplexity",
+    "perplexity_from_metrics",
     "translation_scores",
     "token_accuracy",
     "token_accuracy_counts",
@@ -138,3 +144,38 @@ def token_accuracy(predictions, labels, ignore_index: int = -100) -> float:
     if total == 0:
         raise ValueError("no target tokens to score: every label equals ignore_index")
     return correct / total
+
+
+def perplexity(model, blocks, batch_size: int = 8) -> dict:
+    """Token-weighted cross-entropy and perplexity of a causal LM over a dataset of equal-length `input_ids` blocks
+    (`pack_into_blocks`): every token after the first of a block is predicted from the ones before it."""
+    import torch
+    import torch.nn.functional as F
+    from tqdm.auto import tqdm
+
+    model.eval()
+    device = next(model.parameters()).device
+    total_loss, total_tokens = 0.0, 0
+    for start in tqdm(range(0, len(blocks), batch_size), desc="perplexity"):
+        ids = torch.tensor(blocks[start : start + batch_size]["input_ids"], device=device)
+        with torch.no_grad():
+            logits = model(ids, use_cache=False).logits[:, :-1].float()
+        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), ids[:, 1:].reshape(-1), reduction="sum")
+        total_loss += loss.item()
+        total_tokens += ids[:, 1:].numel()
+    if total_tokens == 0:
+        raise ValueError("no tokens to score: the data packed into zero blocks (use a smaller --block-size)")
+    mean = total_loss / total_tokens
+    return {"cross_entropy": mean, "perplexity": _exp(mean), "tokens": total_tokens, "blocks": len(blocks)}
+
+
+def _exp(loss: float) -> float:
+    return math.exp(loss) if loss < 700 else float("inf")
+
+
+def perplexity_from_metrics(metrics: dict, prefix: str = "eval") -> float:
+    """exp of the evaluation cross-entropy (`{prefix}_lm_loss` when the DAG term is in `{prefix}_loss`)."""
+    loss = metrics.get(f"{prefix}_lm_loss", metrics.get(f"{prefix}_loss"))
+    if loss is None:
+        raise KeyError(f"no {prefix}_lm_loss or {prefix}_loss in {sorted(metrics)}")
+    return _exp(loss)

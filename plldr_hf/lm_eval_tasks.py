@@ -25,7 +25,7 @@ __all__ = ["TASK_NAME", "write_continuation_task"]
 
 
 def _line_pairs() -> list[tuple[str, str]]:
-    from plldr_hf.training.causal_lm import load_text_corpus
+    from plldr_hf.training.corpus import load_text_corpus
 
     pairs = []
     for document in load_text_corpus()["validation"]["text"]:

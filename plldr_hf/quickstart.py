@@ -139,7 +139,8 @@ def run_pldrllm(plan: QuickstartPlan, out: Path, deadline: Deadline) -> dict:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from plldr_hf.diagnostics import diagnose
-    from plldr_hf.training.causal_lm import TrainOptions, train_causal_lm
+    from plldr_hf.training.causal_lm import train_causal_lm
+    from plldr_hf.training.options import TrainOptions
 
     run_dir = out / "pldrllm"
     budget = deadline.callbacks(plan, plan.pldr_share * deadline.seconds)
@@ -246,9 +247,9 @@ def example_rows(dataset, hypotheses: list[str], count: int = 4, words: tuple[in
 
 
 def run_agf(plan: QuickstartPlan, out: Path, deadline: Deadline) -> dict:
-    from plldr_hf.agf_plot import coefficient_change, plot_coefficient_curves
-    from plldr_hf.training.causal_lm import plot_loss_curves
-    from plldr_hf.training.seq2seq import POSITION_VARIANTS, train_translation, translation_training_arguments
+    from plldr_hf.plots import coefficient_change, plot_coefficient_curves, plot_loss_curves
+    from plldr_hf.training.recipes import POSITION_VARIANTS, translation_training_arguments
+    from plldr_hf.training.seq2seq import train_translation
 
     run_dir = out / "agf"
     label, fields = POSITION_VARIANTS[plan.translator]
@@ -473,7 +474,7 @@ def run_quickstart(
 ) -> dict:
     import transformers
 
-    from plldr_hf.training.seq2seq import POSITION_VARIANTS
+    from plldr_hf.training.recipes import POSITION_VARIANTS
 
     plan = QuickstartPlan.for_minutes(minutes)
     if translator is not None:

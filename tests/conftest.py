@@ -52,7 +52,7 @@ def pytest_collection_modifyitems(config, items):
 @pytest.fixture(scope="session")
 def libreoffice_pairs() -> list[tuple[str, str]]:
     """(English, German) pairs of the embedded LibreOffice training split, in file order."""
-    from plldr_hf.training.data import load_translation_dataset
+    from plldr_hf.training.corpus import load_translation_dataset
 
     train = load_translation_dataset("libreoffice", out_of_domain_test=False)["train"]
     return [(pair["en"], pair["de"]) for pair in train.select(range(2000))["translation"]]

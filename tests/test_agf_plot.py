@@ -2,8 +2,8 @@
 
 import torch
 
-from plldr_hf.agf_plot import _panel_title, plot_coefficient_curves
 from plldr_hf.cli import main
+from plldr_hf.plots import _panel_title, plot_coefficient_curves
 from tests.utils import tiny_agf
 
 
@@ -44,7 +44,7 @@ def test_plot_shared_parameters_and_titles(tmp_path):
 
 
 def test_initial_curves_and_how_far_training_moved_them():
-    from plldr_hf.agf_plot import coefficient_change
+    from plldr_hf.plots import coefficient_change
 
     model = tiny_agf(pcmv=True, agf_amplitude_max_distance=4)
     trained, initial = model.coefficient_curves(8), model.coefficient_curves(8, initial=True)

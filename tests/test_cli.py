@@ -32,8 +32,8 @@ def test_help_imports_neither_torch_nor_transformers():
 
 
 def test_train_sizes_match_the_training_presets():
-    from plldr_hf.training.causal_lm import SIZES
-    from plldr_hf_cli.commands.train.pldrllm import SIZES as CLI_SIZES
+    from plldr_hf.training.recipes import SIZES
+    from plldr_hf.training.options import SIZE_NAMES as CLI_SIZES
 
     assert sorted(CLI_SIZES) == sorted(SIZES)
 

@@ -162,7 +162,7 @@ def test_plots_are_readable_at_a_glance(tmp_path):
     from PIL import Image
 
     from plldr_hf.diagnostics import diagnose
-    from plldr_hf.training.causal_lm import plot_loss_curves
+    from plldr_hf.plots import plot_loss_curves
     from tests.utils import tiny_model
 
     paths = diagnose(tiny_model()).save(tmp_path)

@@ -101,7 +101,7 @@ def _first_last(losses, n=5):
 
 def test_sequence_classification_trains_and_runs_in_its_pipeline(tokenizer, tmp_path):
     # language identification of the embedded LibreOffice pairs: a balanced two-class task on local data
-    from plldr_hf.training.data import load_translation_dataset
+    from plldr_hf.training.corpus import load_translation_dataset
 
     pairs = load_translation_dataset("libreoffice")["validation"].select(range(16))
     texts = [p["en"] for p in pairs["translation"]] + [p["de"] for p in pairs["translation"]]

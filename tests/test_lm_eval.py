@@ -30,7 +30,8 @@ def task(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def tokenizer():
-    from plldr_hf.training.causal_lm import load_text_corpus, train_sentencepiece_tokenizer
+    from plldr_hf.training.corpus import load_text_corpus
+    from plldr_hf.training.tokenizers import train_sentencepiece_tokenizer
 
     return train_sentencepiece_tokenizer(load_text_corpus()["train"], vocab_size=600, max_documents=3000)
 

@@ -80,7 +80,7 @@ def test_one_clock_passes_unused_time_on():
 def test_translator_choices_match_the_plan():
     from plldr_hf.cli import build_parser
     from plldr_hf.quickstart import run_quickstart
-    from plldr_hf.training.seq2seq import POSITION_VARIANTS
+    from plldr_hf.training.recipes import POSITION_VARIANTS
 
     parser = build_parser()
     action = next(

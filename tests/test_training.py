@@ -363,7 +363,7 @@ def test_resume_continues_the_same_loss_trajectory(tmp_path):
 
 
 def test_reference_schedule_is_warmup_then_cosine_to_ten_percent(tmp_path):
-    from plldr_hf.training.causal_lm import reference_training_arguments
+    from plldr_hf.training.recipes import reference_training_arguments
 
     args = reference_training_arguments(
         str(tmp_path), max_steps=50, warmup_steps=10, learning_rate=1e-3, report_to="none", use_cpu=True
@@ -396,7 +396,8 @@ def test_step_timer_summary():
 
 @pytest.fixture(scope="module")
 def shakespeare_tokenizer():
-    from plldr_hf.training.causal_lm import load_text_corpus, train_sentencepiece_tokenizer
+    from plldr_hf.training.corpus import load_text_corpus
+    from plldr_hf.training.tokenizers import train_sentencepiece_tokenizer
 
     corpus = load_text_corpus()
     return train_sentencepiece_tokenizer(corpus["train"], vocab_size=600, max_documents=3000)
@@ -406,7 +407,7 @@ def test_sentencepiece_tokenizer_matches_sentencepiece(shakespeare_tokenizer, tm
     import sentencepiece as spm
     from transformers import AutoTokenizer
 
-    from plldr_hf.training.causal_lm import load_text_corpus
+    from plldr_hf.training.corpus import load_text_corpus
 
     tok = shakespeare_tokenizer
     specials = "[PAD] [UNK] [START] [END] [SEP] [CLS] <0x00>".split()
@@ -429,7 +430,7 @@ def test_sentencepiece_tokenizer_matches_sentencepiece(shakespeare_tokenizer, tm
 def test_pack_into_blocks_appends_end_and_cuts_fixed_blocks(shakespeare_tokenizer):
     from datasets import Dataset
 
-    from plldr_hf.training.causal_lm import pack_into_blocks
+    from plldr_hf.training.preprocessing import pack_into_blocks
 
     tok = shakespeare_tokenizer
     docs = ["To be, or not to be.", "That is the question.", "Whether 'tis nobler in the mind to suffer"]
@@ -442,7 +443,7 @@ def test_pack_into_blocks_appends_end_and_cuts_fixed_blocks(shakespeare_tokenize
 
 
 def test_load_text_corpus_local_files_and_errors(tmp_path):
-    from plldr_hf.training.causal_lm import load_text_corpus
+    from plldr_hf.training.corpus import load_text_corpus
 
     (tmp_path / "train.txt").write_text("first paragraph\nstill first\n\nsecond paragraph\n\n\nthird\n")
     with gzip.open(tmp_path / "validation.txt.gz", "wt") as f:
@@ -495,7 +496,10 @@ def test_padding_free_batches_give_the_padded_loss_and_train_from_the_cli(shakes
     from transformers import DataCollatorForLanguageModeling
 
     from plldr_hf.cli import main
-    from plldr_hf.training.causal_lm import TrainOptions, load_text_corpus, split_into_documents, training_collator
+    from plldr_hf.training.causal_lm import training_collator
+    from plldr_hf.training.corpus import load_text_corpus
+    from plldr_hf.training.options import TrainOptions
+    from plldr_hf.training.preprocessing import split_into_documents
 
     corpus = load_text_corpus()
     documents = split_into_documents(corpus["validation"].select(range(40)), shakespeare_tokenizer, 48)

@@ -6,22 +6,14 @@ import json
 import pytest
 import sacrebleu
 import torch
-from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, pipeline
 
 from plldr_hf.evaluation import token_accuracy_counts
-from plldr_hf.training.data import (
-    load_translation_dataset,
-    preprocess_translation,
-    take_subset,
-    train_joint_tokenizer,
-)
-from plldr_hf.training.seq2seq import (
-    LengthBucketSampler,
-    evaluate_translation,
-    train_translation,
-    translate,
-    translation_training_arguments,
-)
+from plldr_hf.training.corpus import load_translation_dataset, take_subset
+from plldr_hf.training.preprocessing import preprocess_translation
+from plldr_hf.training.recipes import translation_training_arguments
+from plldr_hf.training.seq2seq import LengthBucketSampler, evaluate_translation, train_translation
+from plldr_hf.training.tokenizers import train_joint_tokenizer
 
 
 PAIRS = [
@@ -201,9 +193,9 @@ def test_seq2seq_trainer_30_steps_end_to_end(tmp_path):
     raw_test = run.datasets["test"]
     sources = [pair["en"] for pair in raw_test["translation"]]
     # other batch sizes than the evaluation used: the model is padding-invariant, so greedy output is identical
-    hyps = translate(
-        model, tokenizer, sources, batch_size=5, num_beams=1, max_new_tokens=length, max_source_length=length
-    )
+    translator = pipeline("translation", model=model, tokenizer=tokenizer)
+    outputs = translator(sources, batch_size=5, num_beams=1, max_new_tokens=length, max_length=length)
+    hyps = [output[0]["translation_text"] for output in outputs]
     assert hyps == run.scores["test"]["hypotheses"]
     refs = [p["de"] for p in raw_test["translation"]]
     assert run.scores["test"]["bleu"] == pytest.approx(sacrebleu.corpus_bleu(hyps, [refs]).score)

@@ -1,6 +1,6 @@
 """Translation training and evaluation with `Seq2SeqTrainer` for the AGF model family.
 
-Pipeline of `train_translation`: load a corpus (`data.load_translation_dataset`) → train or reuse a joint subword
+Pipeline of `train_translation`: load a corpus (`corpus.load_translation_dataset`) → train or reuse a joint subword
 tokenizer (saved in the output folder, and with every checkpoint) → tokenise → build an
 `AgfForConditionalGeneration` of a named size and position encoding → `TranslationTrainer.train` → save model,
 tokenizer and generation config together → score the test sets with `evaluate_translation`.
@@ -47,16 +47,14 @@ from transformers import (
     set_seed,
 )
 from transformers.trainer_pt_utils import LengthGroupedSampler, get_length_grouped_indices
-from transformers.trainer_utils import get_last_checkpoint
 
 from plldr_hf.evaluation import token_accuracy_counts, translation_scores
-from plldr_hf.models.agf import AgfConfig, AgfForConditionalGeneration
-from plldr_hf.training.data import (
-    load_translation_dataset,
-    preprocess_translation,
-    take_subset,
-    train_joint_tokenizer,
-)
+from plldr_hf.models.agf import AgfForConditionalGeneration
+from plldr_hf.training.checkpoints import resolve_checkpoint
+from plldr_hf.training.corpus import load_translation_dataset, take_subset
+from plldr_hf.training.preprocessing import preprocess_translation
+from plldr_hf.training.recipes import MODEL_SIZES, POSITION_VARIANTS, build_agf_config, translation_training_arguments
+from plldr_hf.training.tokenizers import train_joint_tokenizer
 
 
 logger = logging.getLogger(__name__)
@@ -71,126 +69,13 @@ __all__ = [
     "build_compute_metrics",
     "evaluate_translation",
     "format_scores",
-    "translate",
     "train_translation",
     "translation_training_arguments",
 ]
 
-# named model sizes; "base" is the spec's proposed Transformer-base at depth 3 (agf.md §4), the others are for CPU
-MODEL_SIZES: dict[str, dict[str, Any]] = {
-    "tiny": dict(d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
-                 decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64),
-    "small": dict(d_model=128, encoder_layers=3, decoder_layers=3, encoder_attention_heads=4,
-                  decoder_attention_heads=4, encoder_ffn_dim=512, decoder_ffn_dim=512),
-    "base": dict(d_model=512, encoder_layers=3, decoder_layers=3, encoder_attention_heads=8,
-                 decoder_attention_heads=8, encoder_ffn_dim=2048, decoder_ffn_dim=2048),
-}  # fmt: skip
-
-# named position variants of the family (the AGF paper's comparison): label and the `AgfConfig` fields that make
-# them; used by the quickstart's `--translator` and the position ablation
-POSITION_VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
-    "sinusoidal": ("sinusoidal (vanilla)", dict(position_encoding="sinusoidal")),
-    "rope": ("RoPE", dict(position_encoding="rope")),
-    "alibi": ("ALiBi", dict(position_encoding="alibi")),
-    "kerple_log": ("KERPLE-log", dict(position_encoding="kerple_log")),
-    "t5": ("T5 bias", dict(position_encoding="t5")),
-    "agf": ("AGF", dict(position_encoding="agf")),
-    "agf+pcmv": ("AGF + PCM-V", dict(position_encoding="agf", pcmv=True)),
-}
 
 TOKENIZER_FILE = "tokenizer.json"
 IGNORE_INDEX = -100
-
-
-def _tensorboard_available() -> bool:
-    try:
-        import tensorboard  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
-def _bf16_available() -> bool:
-    return torch.cuda.is_available() and torch.cuda.is_bf16_supported()
-
-
-def translation_training_arguments(output_dir: str | os.PathLike, **overrides) -> Seq2SeqTrainingArguments:
-    """`Seq2SeqTrainingArguments` with the translation recipe's defaults; any field can be overridden.
-
-    Defaults: batch 32, learning rate 5e-4 with `inverse_sqrt` decay after 1000 linear warm-up steps, Adam β₂ 0.98
-    and ε 1e-9, gradient clipping 1.0, 10 epochs, evaluation / checkpoint every 1000 steps (two kept), logging every
-    50 steps, `predict_with_generate` with greedy decoding, TensorBoard when installed, bf16 when the GPU has it.
-
-    Example:
-        >>> args = translation_training_arguments("runs/agf", max_steps=30, eval_steps=10)
-        >>> args.lr_scheduler_type.value, args.predict_with_generate
-        ('inverse_sqrt', True)
-    """
-    defaults = dict(
-        per_device_train_batch_size=32,
-        per_device_eval_batch_size=64,
-        learning_rate=5e-4,
-        lr_scheduler_type="inverse_sqrt",
-        warmup_steps=1000,
-        adam_beta1=0.9,
-        adam_beta2=0.98,
-        adam_epsilon=1e-9,
-        weight_decay=0.0,
-        max_grad_norm=1.0,
-        num_train_epochs=10,
-        eval_strategy="steps",
-        eval_steps=1000,
-        save_strategy="steps",
-        save_steps=1000,
-        save_total_limit=2,
-        logging_steps=50,
-        predict_with_generate=True,
-        generation_num_beams=1,
-        report_to=["tensorboard"] if _tensorboard_available() else "none",
-        bf16=_bf16_available(),
-        dataloader_pin_memory=torch.cuda.is_available(),
-        seed=42,
-    )
-    defaults.update(overrides)
-    return Seq2SeqTrainingArguments(output_dir=str(output_dir), **defaults)
-
-
-def build_agf_config(
-    tokenizer: PreTrainedTokenizerBase,
-    size: str = "base",
-    position_encoding: str = "agf",
-    pcmv: bool = False,
-    label_smoothing: float = 0.1,
-    **overrides,
-) -> AgfConfig:
-    """An `AgfConfig` of a named size whose vocabulary and special-token ids come from `tokenizer`.
-
-    Args:
-        tokenizer: the joint tokenizer (sets `vocab_size`, pad / bos / eos ids; decoding starts with `<s>`).
-        size: a key of `MODEL_SIZES`.
-        position_encoding: `AgfConfig.position_encoding`.
-        pcmv: `AgfConfig.pcmv` (needs `position_encoding="agf"`).
-        label_smoothing: label smoothing of the training loss computed in the model's forward.
-        **overrides: any other `AgfConfig` field, e.g. `dropout=0.3`, `agf_learn_base=True`.
-    """
-    if size not in MODEL_SIZES:
-        raise ValueError(f"unknown model size {size!r}; choose one of {sorted(MODEL_SIZES)}")
-    for name in ("pad_token_id", "bos_token_id", "eos_token_id"):
-        if getattr(tokenizer, name) is None:
-            raise ValueError(f"the tokenizer has no {name[:-3]}; translation needs <pad>, <s> and </s> tokens")
-    fields = dict(MODEL_SIZES[size])
-    fields.update(
-        vocab_size=len(tokenizer),
-        position_encoding=position_encoding,
-        pcmv=pcmv,
-        label_smoothing=label_smoothing,
-        pad_token_id=tokenizer.pad_token_id,
-        bos_token_id=tokenizer.bos_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-        decoder_start_token_id=tokenizer.bos_token_id,
-    )
-    fields.update(overrides)
-    return AgfConfig(**fields)
 
 
 def _split_logits(logits):
@@ -429,13 +314,7 @@ def train_translation(
             f"label_smoothing_factor={args.label_smoothing_factor} would smooth the loss twice; pass "
             "label_smoothing= to train_translation instead (the model computes the smoothed loss)"
         )
-    if resume_from_checkpoint is True:
-        last = get_last_checkpoint(args.output_dir) if os.path.isdir(args.output_dir) else None
-        if last is None:
-            raise FileNotFoundError(f"resume: no checkpoint-* folder in {args.output_dir} to resume from")
-        resume_from_checkpoint = last
-    elif resume_from_checkpoint and not os.path.isdir(resume_from_checkpoint):
-        raise FileNotFoundError(f"checkpoint folder {resume_from_checkpoint} does not exist")
+    resume_from_checkpoint = resolve_checkpoint(resume_from_checkpoint, args.output_dir)
     from datasets import DatasetDict
 
     set_seed(args.seed)
@@ -668,34 +547,3 @@ def format_scores(scores: dict[str, Any], title: str = "") -> str:
     lines = [title] if title else []
     lines += [f"  {name:<9} {value:>{width}}  {note}" for name, value, note in rows]
     return "\n".join(lines)
-
-
-def translate(
-    model,
-    tokenizer: PreTrainedTokenizerBase,
-    texts: Sequence[str],
-    *,
-    batch_size: int = 16,
-    num_beams: int = 4,
-    max_new_tokens: int = 256,
-    max_source_length: int = 256,
-) -> list[str]:
-    """Translates a list of source strings with beam search (batched, in order)."""
-    if isinstance(texts, str):
-        raise TypeError("texts must be a list of strings, not a single string")
-    model.eval()
-    device = next(model.parameters()).device
-    out: list[str] = []
-    for start in range(0, len(texts), batch_size):
-        batch = tokenizer(
-            list(texts[start : start + batch_size]),
-            max_length=max_source_length,
-            truncation=True,
-            padding=True,
-            return_tensors="pt",
-        ).to(device)
-        with torch.no_grad():
-            # max_length, not max_new_tokens, to agree with the saved generation config (one start token + new ones)
-            generated = model.generate(**batch, num_beams=num_beams, max_length=max_new_tokens + 1)
-        out.extend(tokenizer.batch_decode(generated, skip_special_tokens=True))
-    return out

@@ -39,7 +39,7 @@ def run(args) -> int:
     import sys
     from pathlib import Path
 
-    from plldr_hf.diagnostics import load_pldrllm, load_tokenizer, read_texts
+    from plldr_hf.loading import load_model, load_tokenizer, read_texts
 
     output_dir = Path(args.output_dir)
     if output_dir.resolve() == Path(args.model_dir).resolve():
@@ -47,7 +47,7 @@ def run(args) -> int:
         return 2
     try:
         # keep the checkpoint's dtype: the PLGA maths runs in float32 whatever the weights are
-        model = load_pldrllm(args.model_dir, dtype="auto")
+        model = load_model(args.model_dir, model_type="pldrllm")
         calibration = tokenizer = None
         if args.texts:
             calibration = read_texts(args.texts)

@@ -40,10 +40,13 @@ def run(args) -> int:
     import sys
     from pathlib import Path
 
-    from plldr_hf.diagnostics import diagnose, load_pldrllm, load_tokenizer, read_texts
+    import torch
+
+    from plldr_hf.diagnostics import diagnose
+    from plldr_hf.loading import load_model, load_tokenizer, read_texts
 
     try:
-        model = load_pldrllm(args.model_dir)
+        model = load_model(args.model_dir, model_type="pldrllm", dtype=torch.float32)
         inputs = tokenizer = None
         if args.texts:
             inputs = read_texts(args.texts)[: args.max_texts]

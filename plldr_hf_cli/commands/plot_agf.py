@@ -20,7 +20,7 @@ def register(subparsers) -> None:
 def run(args) -> int:
     import sys
 
-    from plldr_hf.agf_plot import plot_agf
+    from plldr_hf.plots import plot_agf
 
     if args.max_distance < 1:
         print("plldr-hf plot-agf: error: --max-distance must be at least 1", file=sys.stderr)

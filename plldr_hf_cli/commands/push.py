@@ -67,14 +67,8 @@ def run(args) -> int:
     import sys
     from pathlib import Path
 
-    from plldr_hf.hub import (
-        HubPushError,
-        ModelCardInfo,
-        card_info_from_folder,
-        load_folder,
-        prepare_folder,
-        push_folder,
-    )
+    from plldr_hf.hub import HubPushError, ModelCardInfo, card_info_from_folder, prepare_folder, push_folder
+    from plldr_hf.loading import load_folder
 
     def fail(message: str, code: int) -> int:
         print(f"plldr-hf push: error: {message}", file=sys.stderr)

@@ -21,10 +21,10 @@ def register(subparsers) -> None:
 
 def run(args: argparse.Namespace) -> int:
     import torch
-    from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, PretrainedConfig
+    from transformers import PretrainedConfig
 
-    import plldr_hf  # noqa: F401  (registers model_type agf)
-    from plldr_hf.training.seq2seq import translate
+    from plldr_hf import AgfTranslationPipeline
+    from plldr_hf.loading import load_model, load_tokenizer
 
     if not Path(args.model_dir).is_dir() and (Path(args.model_dir).is_absolute() or args.model_dir.startswith(".")):
         raise SystemExit(f"plldr-hf translate: model folder {args.model_dir} does not exist")
@@ -42,13 +42,14 @@ def run(args: argparse.Namespace) -> int:
         texts = [line.rstrip("\n") for line in sys.stdin]
     if not texts:
         raise SystemExit("plldr-hf translate: nothing to translate (no TEXT arguments and empty standard input)")
-    tokenizer = AutoTokenizer.from_pretrained(args.model_dir)
-    model = AutoModelForSeq2SeqLM.from_pretrained(args.model_dir)
-    if torch.cuda.is_available():
-        model = model.cuda()
+    model, tokenizer = load_model(args.model_dir, model_type="agf"), load_tokenizer(args.model_dir)
+    translator = AgfTranslationPipeline(
+        model=model, tokenizer=tokenizer, device=0 if torch.cuda.is_available() else -1
+    )
     num_beams = args.num_beams or model.generation_config.num_beams or 1
-    for line in translate(
-        model, tokenizer, texts, batch_size=args.batch_size, num_beams=num_beams, max_new_tokens=args.max_new_tokens
-    ):
-        print(line)
+    outputs = translator(
+        texts, batch_size=args.batch_size, num_beams=num_beams, max_new_tokens=args.max_new_tokens, truncation=True
+    )
+    for output in outputs:
+        print(output[0]["translation_text"])
     return 0

@@ -67,7 +67,7 @@ def test_identity_g_is_plain_sdpa():
     positions = torch.arange(7)[None].expand(2, -1)
     rope = mp.rope_cos_sin(positions, 16, 10000.0)
     causal = torch.ones(7, 7, dtype=torch.bool).tril()[None, None]
-    out, _, _, _ = attn(hidden, rope, causal, fixed_g=model.decoder.past_G_values[0])
+    out, _, _ = attn(hidden, rope, causal, fixed_g=model.decoder.past_G_values[0])
 
     def heads(linear):
         return linear(hidden).view(2, 7, 2, 16).transpose(1, 2)

@@ -8,7 +8,6 @@ Importing this package registers the family with the Auto classes in-process, an
 from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM
 
 from plldr_hf._compat import register_translation_pipeline
-from plldr_hf.hub import install_push_to_hub
 
 from .configuration_agf import AgfConfig
 from .modeling_agf import AgfForConditionalGeneration, AgfModel, AgfPreTrainedModel
@@ -26,8 +25,5 @@ AgfForConditionalGeneration.register_for_auto_class("AutoModelForSeq2SeqLM")
 
 # transformers 5 dropped the built-in "translation" task; ours serves any seq2seq model with a tokenizer
 register_translation_pipeline(AgfTranslationPipeline)
-
-# `model.push_to_hub(repo_id, tokenizer=..., card=...)` publishes the full repo (tokenizer, rendered model card)
-install_push_to_hub(AgfPreTrainedModel)
 
 __all__ = ["AgfConfig", "AgfPreTrainedModel", "AgfModel", "AgfForConditionalGeneration", "AgfTranslationPipeline"]

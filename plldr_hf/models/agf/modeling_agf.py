@@ -404,6 +404,14 @@ class AgfPositionCoefficient(nn.Module):
             (radius, exponent, log_base, log_amplitude, self.directional, self.amplitude_max_distance),
         )
 
+    def logit_terms(self, device=None) -> tuple[PositionTerm | None, PositionTerm | None]:
+        """(log-coefficient, bias) terms on the scaled logits: AGF multiplies them by c and adds no bias."""
+        return self.log_coefficient_term(), None
+
+    def query_weight(self) -> torch.Tensor | None:
+        """LC3 (H, d_head): scales the query (and, with PCM-V, the head output); None when off."""
+        return self.feature_weight()
+
     def coefficient(self, distances: torch.Tensor, initial: bool = False) -> torch.Tensor:
         """c_h(δ) for a 1-D tensor of signed distances: (H, N) float32 (LC1·LC2; LC3 is position-free).
 
@@ -431,7 +439,20 @@ class AgfPositionCoefficient(nn.Module):
         )
 
 
-class AlibiBias(nn.Module):
+class _PositionBias(nn.Module):
+    """Base of the additive relative encodings (ALiBi, KERPLE, T5): a bias on the scaled logits, no coefficient."""
+
+    def bias_term(self, device=None) -> PositionTerm:
+        raise NotImplementedError
+
+    def logit_terms(self, device=None) -> tuple[PositionTerm | None, PositionTerm | None]:
+        return None, self.bias_term(device)
+
+    def query_weight(self) -> torch.Tensor | None:
+        return None
+
+
+class AlibiBias(_PositionBias):
     """ALiBi (agf.md §5.1): bias −μ_h·|δ|, fixed slopes; the symmetric form covers the bidirectional encoder."""
 
     def __init__(self, num_heads: int):
@@ -442,7 +463,7 @@ class AlibiBias(nn.Module):
         return PositionTerm(alibi_bias, (torch.tensor(self.slope_values, dtype=torch.float32, device=device),))
 
 
-class KerpleBias(nn.Module):
+class KerpleBias(_PositionBias):
     """KERPLE (agf.md §5.2, official `chijames/KERPLE`): power −a·|δ|^p or log −p·log(1 + a·|δ|).
 
     Init a ~ U(0, 1), p ~ U(0, 2); clamped in forward to a ≥ 0.01, p ∈ [0.01, 2] (power) or both ≥ 0.01 (log). The
@@ -468,7 +489,7 @@ class KerpleBias(nn.Module):
         return PositionTerm(kerple_power_bias if self.kind == "power" else kerple_log_bias, (a, p))
 
 
-class T5RelativeBias(nn.Module):
+class T5RelativeBias(_PositionBias):
     """T5 relative bias (agf.md §5.3): E[bucket(n − m), h], one table per stack, bidirectional in the encoder."""
 
     def __init__(self, num_heads: int, num_buckets: int, max_distance: int, bidirectional: bool):
@@ -483,40 +504,7 @@ class T5RelativeBias(nn.Module):
         return PositionTerm(t5_bias, (table, self.bidirectional, self.num_buckets, self.max_distance))
 
 
-def build_position_module(config: AgfConfig, num_heads: int, head_dim: int, *, causal: bool) -> nn.Module | None:
-    """The per-attention (or per-stack) module for `config.position_encoding`; None where attention needs none."""
-    kind = config.position_encoding
-    if kind == "agf":
-        return AgfPositionCoefficient(
-            num_heads,
-            head_dim,
-            power_law=config.agf_power_law,
-            directional=config.agf_directional,
-            learn_base=config.agf_learn_base,
-            min_radius=config.agf_min_radius,
-            init_mode=config.agf_init,
-            amplitude_max_distance=config.agf_amplitude_max_distance,
-            feature_weights=config.agf_feature_weights,
-            causal=causal,
-        )
-    if kind == "alibi":
-        return AlibiBias(num_heads)
-    if kind in ("kerple_power", "kerple_log"):
-        return KerpleBias(num_heads, kind.removeprefix("kerple_"))
-    if kind == "t5":
-        return T5RelativeBias(
-            num_heads,
-            config.relative_attention_num_buckets,
-            config.relative_attention_max_distance,
-            bidirectional=not causal,
-        )
-    return None
-
-
-def build_value_coefficient(config: AgfConfig, num_heads: int, head_dim: int, *, causal: bool) -> nn.Module | None:
-    """PCM-V's own coefficient when `pcmv_coefficient="separate"` (LC1·LC2, same switches, no LC3)."""
-    if not (config.pcmv and config.pcmv_coefficient == "separate"):
-        return None
+def _agf_coefficient(config: AgfConfig, num_heads: int, head_dim: int, causal: bool, feature_weights=None):
     return AgfPositionCoefficient(
         num_heads,
         head_dim,
@@ -526,9 +514,96 @@ def build_value_coefficient(config: AgfConfig, num_heads: int, head_dim: int, *,
         min_radius=config.agf_min_radius,
         init_mode=config.agf_init,
         amplitude_max_distance=config.agf_amplitude_max_distance,
-        feature_weights=False,
+        feature_weights=config.agf_feature_weights if feature_weights is None else feature_weights,
         causal=causal,
     )
+
+
+def _t5_bias(config: AgfConfig, num_heads: int, head_dim: int, causal: bool) -> T5RelativeBias:
+    return T5RelativeBias(
+        num_heads,
+        config.relative_attention_num_buckets,
+        config.relative_attention_max_distance,
+        bidirectional=not causal,
+    )
+
+
+def _never(config: AgfConfig) -> bool:
+    return False
+
+
+@dataclass(frozen=True)
+class PositionEncoding:
+    """How one `position_encoding` enters the model: an entry of `POSITION_ENCODING_REGISTRY`, the only place that
+    tells the encodings apart.
+
+    Attributes:
+        build: `(config, heads, head_dim, causal) → module` evaluated inside attention, or None. The module's
+            `logit_terms()` gives its `PositionTerm`s (a log-coefficient multiplying the scaled logits, a bias added
+            to them), which the eager and the flex attention paths evaluate alike, and `query_weight()` its LC3.
+        embedding: sinusoidal vectors are added to the token embeddings (the vanilla Transformer).
+        rotary: queries and keys of self-attention are rotated at their real positions (RoPE).
+        per_stack: `config → bool`, one module per stack shared by all its layers (T5, agf_share_across_layers)
+            instead of one per attention.
+    """
+
+    build: Callable | None = None
+    embedding: bool = False
+    rotary: bool = False
+    per_stack: Callable[[AgfConfig], bool] = _never
+
+
+POSITION_ENCODING_REGISTRY: dict[str, PositionEncoding] = {
+    "agf": PositionEncoding(build=_agf_coefficient, per_stack=lambda config: config.agf_share_across_layers),
+    "sinusoidal": PositionEncoding(embedding=True),
+    "rope": PositionEncoding(rotary=True),
+    "alibi": PositionEncoding(build=lambda config, heads, head_dim, causal: AlibiBias(heads)),
+    "kerple_power": PositionEncoding(build=lambda config, heads, head_dim, causal: KerpleBias(heads, "power")),
+    "kerple_log": PositionEncoding(build=lambda config, heads, head_dim, causal: KerpleBias(heads, "log")),
+    "t5": PositionEncoding(build=_t5_bias, per_stack=lambda config: True),
+    "none": PositionEncoding(),
+}
+
+
+def position_encoding_of(config: AgfConfig) -> PositionEncoding:
+    return POSITION_ENCODING_REGISTRY[config.position_encoding]
+
+
+def build_position_module(config: AgfConfig, num_heads: int, head_dim: int, *, causal: bool) -> nn.Module | None:
+    """The per-attention (or per-stack) module for `config.position_encoding`; None where attention needs none."""
+    build = position_encoding_of(config).build
+    return build(config, num_heads, head_dim, causal) if build is not None else None
+
+
+def build_value_coefficient(config: AgfConfig, num_heads: int, head_dim: int, *, causal: bool) -> nn.Module | None:
+    """PCM-V's own coefficient when `pcmv_coefficient="separate"` (LC1·LC2, same switches, no LC3)."""
+    if not (config.pcmv and config.pcmv_coefficient == "separate"):
+        return None
+    return _agf_coefficient(config, num_heads, head_dim, causal, feature_weights=False)
+
+
+def position_modules(config: AgfConfig, num_heads: int, *, causal: bool, cross: bool = False) -> tuple:
+    """(position module, PCM-V value coefficient) of one attention, or of a whole stack when it shares them.
+
+    Ownership has one rule (`shares_positions`): parameters shared by a stack's layers belong to the stack
+    (`encoder.position_encoding`, `decoder.cross_position_encoding`, ...) and reach each attention at call time;
+    per-layer parameters belong to that layer's attention. Cross-attention has a position term only with
+    `agf_cross_attention="relative"`.
+    """
+    if cross and config.agf_cross_attention == "none":
+        return None, None
+    head_dim = config.d_model // num_heads
+    return (
+        build_position_module(config, num_heads, head_dim, causal=causal),
+        build_value_coefficient(config, num_heads, head_dim, causal=causal),
+    )
+
+
+def shares_positions(config: AgfConfig, cross: bool = False) -> bool:
+    """Whether a stack owns one set of position modules for all its layers (`position_modules`)."""
+    if cross:
+        return config.agf_cross_attention != "none" and config.agf_share_across_layers
+    return position_encoding_of(config).per_stack(config)
 
 
 def _split_mask(attention_mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
@@ -698,8 +773,9 @@ class AgfAttentionInterface(AttentionInterface):
     _global_mapping = {"flex_attention": flex_attention_forward}
 
 
-# transformers enables `set_attn_implementation` for a model file only if it sees this name's `get_interface(` call
-ALL_ATTENTION_FUNCTIONS = AgfAttentionInterface()
+# the attention backends of this file, under a name of its own (transformers' global registry is
+# `ALL_ATTENTION_FUNCTIONS`); `AgfPreTrainedModel._can_set_attn_implementation` says the model dispatches through it
+AGF_ATTENTION_FUNCTIONS = AgfAttentionInterface()
 
 
 class AgfAttention(nn.Module):
@@ -721,7 +797,6 @@ class AgfAttention(nn.Module):
         layer_idx: int | None = None,
         position_encoding: nn.Module | None = None,
         value_coefficient: nn.Module | None = None,
-        rope_theta: float | None = None,
         pcmv: bool = False,
     ):
         super().__init__()
@@ -735,7 +810,9 @@ class AgfAttention(nn.Module):
         self.is_cross_attention = is_cross_attention
         self.layer_idx = layer_idx
         self.num_key_value_groups = 1
-        self.rope_theta = rope_theta
+        # RoPE rotates self-attention's queries and keys at their real positions
+        rotary = position_encoding_of(config).rotary and not is_cross_attention
+        self.rope_theta = config.rope_theta if rotary else None
         self.pcmv = pcmv
         self.q_proj = nn.Linear(embed_dim, embed_dim)
         self.k_proj = nn.Linear(embed_dim, embed_dim)
@@ -745,16 +822,15 @@ class AgfAttention(nn.Module):
         self.value_coefficient = value_coefficient
 
     def _position_terms(self, position_module, value_module, query_positions, key_positions, device):
-        log_coefficient = bias = value_log_coefficient = None
-        if isinstance(position_module, AgfPositionCoefficient):
-            log_coefficient = position_module.log_coefficient_term()
-            if self.pcmv:
-                value_log_coefficient = (
-                    value_module.log_coefficient_term() if value_module is not None else log_coefficient
-                )
-        elif position_module is not None:
-            bias = position_module.bias_term(device)
-        if log_coefficient is None and bias is None and value_log_coefficient is None:
+        if position_module is None:
+            return None
+        log_coefficient, bias = position_module.logit_terms(device)
+        value_log_coefficient = None
+        if self.pcmv and log_coefficient is not None:
+            value_log_coefficient = (
+                value_module.log_coefficient_term() if value_module is not None else log_coefficient
+            )
+        if log_coefficient is None and bias is None:
             return None
         return AttentionPositionTerms(query_positions, key_positions, log_coefficient, bias, value_log_coefficient)
 
@@ -801,16 +877,14 @@ class AgfAttention(nn.Module):
         position_module, value_module = self.position_encoding, self.value_coefficient
         if position_module is None and position_modules is not None:
             position_module, value_module = position_modules
-        feature_weight = None
-        if isinstance(position_module, AgfPositionCoefficient):
-            feature_weight = position_module.feature_weight()  # LC3, (H, d) or None
+        feature_weight = position_module.query_weight() if position_module is not None else None  # LC3, (H, d)
         if feature_weight is not None:
             query_states = query_states * feature_weight[None, :, None, :].to(query_states.dtype)
         terms = self._position_terms(
             position_module, value_module, query_positions, key_positions, hidden_states.device
         )
 
-        attention_interface: Callable = ALL_ATTENTION_FUNCTIONS.get_interface(
+        attention_interface: Callable = AGF_ATTENTION_FUNCTIONS.get_interface(
             self.config._attn_implementation, eager_attention_forward
         )
         attn_output, attn_weights = attention_interface(
@@ -831,33 +905,61 @@ class AgfAttention(nn.Module):
         return attn_output, attn_weights
 
 
-class AgfEncoderLayer(GradientCheckpointingLayer):
-    """Post-LN encoder block (Marian/BART wiring); the position encoding lives inside `self_attn`."""
+class _AgfLayer(GradientCheckpointingLayer):
+    """What the encoder and decoder blocks share: the self-attention block and the feed-forward block, built and run
+    the same way (post-LN, Marian/BART wiring). Parameter names are those of BART / Marian."""
 
-    def __init__(self, config: AgfConfig, layer_idx: int, share_positions: bool):
-        super().__init__()
+    def _build_self_attention(self, config: AgfConfig, layer_idx: int, heads: int, *, causal: bool, own: bool):
         self.embed_dim = config.d_model
-        heads = config.encoder_attention_heads
-        head_dim = config.d_model // heads
-        own = not share_positions
+        self.dropout = config.dropout
+        position, value = position_modules(config, heads, causal=causal) if own else (None, None)
         self.self_attn = AgfAttention(
             config,
             self.embed_dim,
             heads,
             dropout=config.attention_dropout,
+            is_causal=causal,
             layer_idx=layer_idx,
-            position_encoding=build_position_module(config, heads, head_dim, causal=False) if own else None,
-            value_coefficient=build_value_coefficient(config, heads, head_dim, causal=False) if own else None,
-            rope_theta=config.rope_theta if config.position_encoding == "rope" else None,
+            position_encoding=position,
+            value_coefficient=value,
             pcmv=config.pcmv,
         )
         self.self_attn_layer_norm = nn.LayerNorm(self.embed_dim)
-        self.dropout = config.dropout
+
+    def _build_feed_forward(self, config: AgfConfig, ffn_dim: int):
         self.activation_fn = ACT2FN[config.activation_function]
         self.activation_dropout = config.activation_dropout
-        self.fc1 = nn.Linear(self.embed_dim, config.encoder_ffn_dim)
-        self.fc2 = nn.Linear(config.encoder_ffn_dim, self.embed_dim)
+        self.fc1 = nn.Linear(self.embed_dim, ffn_dim)
+        self.fc2 = nn.Linear(ffn_dim, self.embed_dim)
         self.final_layer_norm = nn.LayerNorm(self.embed_dim)
+
+    def _add_and_norm(self, residual: torch.Tensor, block_output: torch.Tensor, norm: nn.LayerNorm) -> torch.Tensor:
+        return norm(residual + F.dropout(block_output, p=self.dropout, training=self.training))
+
+    def _self_attention(self, hidden_states, attention_mask, query_positions, key_positions, **attention_kwargs):
+        output, weights = self.self_attn(
+            hidden_states,
+            attention_mask=attention_mask,
+            query_positions=query_positions,
+            key_positions=key_positions,
+            **attention_kwargs,
+        )
+        return self._add_and_norm(hidden_states, output, self.self_attn_layer_norm), weights
+
+    def _feed_forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        output = self.activation_fn(self.fc1(hidden_states))
+        output = F.dropout(output, p=self.activation_dropout, training=self.training)
+        return self._add_and_norm(hidden_states, self.fc2(output), self.final_layer_norm)
+
+
+class AgfEncoderLayer(_AgfLayer):
+    """Post-LN encoder block (Marian/BART wiring); the position encoding lives inside `self_attn`."""
+
+    def __init__(self, config: AgfConfig, layer_idx: int, share_positions: bool):
+        super().__init__()
+        heads = config.encoder_attention_heads
+        self._build_self_attention(config, layer_idx, heads, causal=False, own=not share_positions)
+        self._build_feed_forward(config, config.encoder_ffn_dim)
 
     def forward(
         self,
@@ -867,27 +969,13 @@ class AgfEncoderLayer(GradientCheckpointingLayer):
         position_modules: tuple | None = None,
         **kwargs,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        residual = hidden_states
-        hidden_states, attn_weights = self.self_attn(
-            hidden_states,
-            attention_mask=attention_mask,
-            query_positions=positions,
-            key_positions=positions,
-            position_modules=position_modules,
+        hidden_states, attn_weights = self._self_attention(
+            hidden_states, attention_mask, positions, positions, position_modules=position_modules
         )
-        hidden_states = F.dropout(hidden_states, p=self.dropout, training=self.training)
-        hidden_states = self.self_attn_layer_norm(residual + hidden_states)
-
-        residual = hidden_states
-        hidden_states = self.activation_fn(self.fc1(hidden_states))
-        hidden_states = F.dropout(hidden_states, p=self.activation_dropout, training=self.training)
-        hidden_states = self.fc2(hidden_states)
-        hidden_states = F.dropout(hidden_states, p=self.dropout, training=self.training)
-        hidden_states = self.final_layer_norm(residual + hidden_states)
-        return hidden_states, attn_weights
+        return self._feed_forward(hidden_states), attn_weights
 
 
-class AgfDecoderLayer(GradientCheckpointingLayer):
+class AgfDecoderLayer(_AgfLayer):
     r"""Post-LN decoder block (Marian/BART wiring) and where the position terms act::
 
         hidden_states
@@ -912,24 +1000,12 @@ class AgfDecoderLayer(GradientCheckpointingLayer):
 
     def __init__(self, config: AgfConfig, layer_idx: int, share_positions: bool):
         super().__init__()
-        self.embed_dim = config.d_model
         heads = config.decoder_attention_heads
-        head_dim = config.d_model // heads
         own = not share_positions
-        self.self_attn = AgfAttention(
-            config,
-            self.embed_dim,
-            heads,
-            dropout=config.attention_dropout,
-            is_causal=True,
-            layer_idx=layer_idx,
-            position_encoding=build_position_module(config, heads, head_dim, causal=True) if own else None,
-            value_coefficient=build_value_coefficient(config, heads, head_dim, causal=True) if own else None,
-            rope_theta=config.rope_theta if config.position_encoding == "rope" else None,
-            pcmv=config.pcmv,
+        self._build_self_attention(config, layer_idx, heads, causal=True, own=own)
+        cross_position, cross_value = (
+            position_modules(config, heads, causal=False, cross=True) if own else (None, None)
         )
-        self.self_attn_layer_norm = nn.LayerNorm(self.embed_dim)
-        cross_agf = config.agf_cross_attention != "none"
         self.encoder_attn = AgfAttention(
             config,
             self.embed_dim,
@@ -937,21 +1013,12 @@ class AgfDecoderLayer(GradientCheckpointingLayer):
             dropout=config.attention_dropout,
             is_cross_attention=True,
             layer_idx=layer_idx,
-            position_encoding=(
-                build_position_module(config, heads, head_dim, causal=False) if cross_agf and own else None
-            ),
-            value_coefficient=(
-                build_value_coefficient(config, heads, head_dim, causal=False) if cross_agf and own else None
-            ),
-            pcmv=config.pcmv and cross_agf,
+            position_encoding=cross_position,
+            value_coefficient=cross_value,
+            pcmv=config.pcmv and config.agf_cross_attention != "none",
         )
         self.encoder_attn_layer_norm = nn.LayerNorm(self.embed_dim)
-        self.dropout = config.dropout
-        self.activation_fn = ACT2FN[config.activation_function]
-        self.activation_dropout = config.activation_dropout
-        self.fc1 = nn.Linear(self.embed_dim, config.decoder_ffn_dim)
-        self.fc2 = nn.Linear(config.decoder_ffn_dim, self.embed_dim)
-        self.final_layer_norm = nn.LayerNorm(self.embed_dim)
+        self._build_feed_forward(config, config.decoder_ffn_dim)
 
     def forward(
         self,
@@ -967,24 +1034,19 @@ class AgfDecoderLayer(GradientCheckpointingLayer):
         cross_position_modules: tuple | None = None,
         **kwargs,
     ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
-        residual = hidden_states
-        hidden_states, self_weights = self.self_attn(
+        hidden_states, self_weights = self._self_attention(
             hidden_states,
-            attention_mask=attention_mask,
-            query_positions=query_positions,
-            key_positions=key_positions,
+            attention_mask,
+            query_positions,
+            key_positions,
             cache=cache,
             position_modules=position_modules,
         )
-        hidden_states = F.dropout(hidden_states, p=self.dropout, training=self.training)
-        hidden_states = self.self_attn_layer_norm(residual + hidden_states)
-
         cross_weights = None
         # run without encoder states (the decoder as a plain LM), there is nothing to cross-attend to: skip the block,
         # as BART / Marian do, instead of letting it attend to the decoder's own states unmasked
         if encoder_hidden_states is not None:
-            residual = hidden_states
-            hidden_states, cross_weights = self.encoder_attn(
+            output, cross_weights = self.encoder_attn(
                 hidden_states,
                 key_value_states=encoder_hidden_states,
                 attention_mask=encoder_attention_mask,
@@ -993,16 +1055,8 @@ class AgfDecoderLayer(GradientCheckpointingLayer):
                 cache=cache,
                 position_modules=cross_position_modules,
             )
-            hidden_states = F.dropout(hidden_states, p=self.dropout, training=self.training)
-            hidden_states = self.encoder_attn_layer_norm(residual + hidden_states)
-
-        residual = hidden_states
-        hidden_states = self.activation_fn(self.fc1(hidden_states))
-        hidden_states = F.dropout(hidden_states, p=self.activation_dropout, training=self.training)
-        hidden_states = self.fc2(hidden_states)
-        hidden_states = F.dropout(hidden_states, p=self.dropout, training=self.training)
-        hidden_states = self.final_layer_norm(residual + hidden_states)
-        return hidden_states, self_weights, cross_weights
+            hidden_states = self._add_and_norm(hidden_states, output, self.encoder_attn_layer_norm)
+        return self._feed_forward(hidden_states), self_weights, cross_weights
 
 
 class AgfPreTrainedModel(PreTrainedModel):
@@ -1017,6 +1071,13 @@ class AgfPreTrainedModel(PreTrainedModel):
     # eager is the default and the reference; flex_attention is the fused path. sdpa / flash cannot apply a
     # multiplicative coefficient and are not offered.
     _supports_flex_attn = True
+
+    @classmethod
+    def _can_set_attn_implementation(cls) -> bool:
+        # transformers looks for its own registry's name in the model file; this one dispatches through
+        # `AGF_ATTENTION_FUNCTIONS`, so `set_attn_implementation("flex_attention")` works all the same
+        return True
+
     _supports_sdpa = False
     _supports_flash_attn = False
 
@@ -1068,22 +1129,6 @@ class AgfPreTrainedModel(PreTrainedModel):
         return curves
 
 
-def _stack_position_modules(config: AgfConfig, heads: int, *, causal: bool, shared: bool):
-    """Per-stack (position module, PCM-V value coefficient) when shared across layers, else (None, None)."""
-    if not shared:
-        return None, None
-    head_dim = config.d_model // heads
-    return (
-        build_position_module(config, heads, head_dim, causal=causal),
-        build_value_coefficient(config, heads, head_dim, causal=causal),
-    )
-
-
-def _shares_positions(config: AgfConfig) -> bool:
-    # T5 keeps one bias table per stack (agf.md §5.3); AGF shares on request
-    return config.position_encoding == "t5" or (config.position_encoding == "agf" and config.agf_share_across_layers)
-
-
 class AgfScaledWordEmbedding(nn.Embedding):
     """Token embedding times `embed_scale` (√d_model with `scale_embedding`), applied inside the module, so that
     `inputs_embeds = model.get_input_embeddings()(input_ids)` gives the same outputs as `input_ids` (as BART / Marian's
@@ -1108,9 +1153,9 @@ class AgfEncoder(AgfPreTrainedModel):
     def __init__(self, config: AgfConfig):
         super().__init__(config)
         self.embed_tokens = _embedding(config)
-        shared = _shares_positions(config)
-        self.position_encoding, self.value_coefficient = _stack_position_modules(
-            config, config.encoder_attention_heads, causal=False, shared=shared
+        shared = shares_positions(config)
+        self.position_encoding, self.value_coefficient = (
+            position_modules(config, config.encoder_attention_heads, causal=False) if shared else (None, None)
         )
         self.layers = nn.ModuleList(
             [AgfEncoderLayer(config, layer_idx=i, share_positions=shared) for i in range(config.encoder_layers)]
@@ -1146,7 +1191,7 @@ class AgfEncoder(AgfPreTrainedModel):
         batch, length = inputs_embeds.shape[:2]
         positions = positions_from_mask(attention_mask, batch, length, inputs_embeds.device)
         hidden_states = inputs_embeds
-        if self.config.position_encoding == "sinusoidal":
+        if position_encoding_of(self.config).embedding:
             hidden_states = hidden_states + sinusoidal_position_embedding(positions, self.config.d_model).to(
                 hidden_states.dtype
             )
@@ -1179,13 +1224,14 @@ class AgfDecoder(AgfPreTrainedModel):
         super().__init__(config)
         self.embed_tokens = _embedding(config)
         heads = config.decoder_attention_heads
-        shared = _shares_positions(config)
-        cross_shared = config.agf_share_across_layers and config.agf_cross_attention != "none"
-        self.position_encoding, self.value_coefficient = _stack_position_modules(
-            config, heads, causal=True, shared=shared
+        shared = shares_positions(config)
+        self.position_encoding, self.value_coefficient = (
+            position_modules(config, heads, causal=True) if shared else (None, None)
         )
-        self.cross_position_encoding, self.cross_value_coefficient = _stack_position_modules(
-            config, heads, causal=False, shared=cross_shared
+        self.cross_position_encoding, self.cross_value_coefficient = (
+            position_modules(config, heads, causal=False, cross=True)
+            if shares_positions(config, cross=True)
+            else (None, None)
         )
         self.layers = nn.ModuleList(
             [AgfDecoderLayer(config, layer_idx=i, share_positions=shared) for i in range(config.decoder_layers)]
@@ -1260,7 +1306,7 @@ class AgfDecoder(AgfPreTrainedModel):
             )
 
         hidden_states = inputs_embeds
-        if self.config.position_encoding == "sinusoidal":
+        if position_encoding_of(self.config).embedding:
             hidden_states = hidden_states + sinusoidal_position_embedding(query_positions, self.config.d_model).to(
                 hidden_states.dtype
             )

@@ -10,7 +10,6 @@ from transformers import (
 )
 
 from plldr_hf._compat import register_question_answering_pipeline, register_tokenizer_for_model_type
-from plldr_hf.hub import install_push_to_hub
 from plldr_hf.models.pldrllm.configuration_pldrllm import PldrllmConfig
 from plldr_hf.models.pldrllm.modeling_pldrllm import (
     PldrllmCacheLayer,
@@ -47,9 +46,6 @@ PldrllmForCausalLM.register_for_auto_class("AutoModelForCausalLM")
 PldrllmForSequenceClassification.register_for_auto_class("AutoModelForSequenceClassification")
 PldrllmForTokenClassification.register_for_auto_class("AutoModelForTokenClassification")
 PldrllmForQuestionAnswering.register_for_auto_class("AutoModelForQuestionAnswering")
-
-# `model.push_to_hub(repo_id, tokenizer=..., card=...)` publishes the full repo (tokenizer, rendered model card)
-install_push_to_hub(PldrllmPreTrainedModel)
 
 __all__ = [
     "PldrllmConfig",

@@ -16,9 +16,14 @@ Notable features (what differs from a standard decoder):
   (`PldrllmCacheLayer`), so it follows beam reordering; `cache_first_G` keeps only batch row 0's G.
 - Fixed G: `custom_G_type` (v51G ablation) or a collapsed model keep one G per layer and head in the persistent
   buffer `decoder.past_G_values` [L, 3, 1, H, d, d] (slots A, A_LM, G_LM); the metric learner is skipped.
-- The DAG regulariser on A_LM, A_P, G_LM is computed inside `plgatt_layer.forward` (so PEFT adapters on the PLGA
-  tensors see it) and added to the loss with the token-fraction weight that keeps gradient accumulation and DDP
-  exact (`hf_integration.md` §10.2).
+- The DAG regulariser on A_LM, A_P, G_LM is computed from each layer's state (`dag_terms`; the state is made from
+  the PLGA tensors as `plgatt_layer` reads them, so PEFT adapters on them count) and added to the loss with the
+  token-fraction weight that keeps gradient accumulation and DDP exact (`hf_integration.md` §10.2).
+
+The PLGA maths are pure functions, each step in one place: `gram_matrix` (A0), `metric_learner` (A),
+`power_law_graph` (A_LM, A_P, G_LM as a `PlgaState`), `power_law` (A_P alone), `dag_terms`. `PldrllmAttention`
+chooses where the state comes from: the fixed-G buffer, the G-cache, or `deductive_outputs` (the learned path);
+`PlgaCall` carries what one forward call tells every layer (padding weights, packed sequences, DAG form).
 
 Symbol table (paper → meaning → released name):
 
@@ -45,6 +50,7 @@ import inspect
 import math
 import warnings
 from dataclasses import asdict, dataclass
+from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -243,7 +249,7 @@ def dag_loss(m: torch.Tensor, form: str = "log_ratio") -> torch.Tensor:
 
 
 class PldrllmCacheLayer(DynamicLayer):
-    """A `DynamicLayer` (K, V) that also holds the layer's G-cache `(A, A_LM, A_P, G_LM)`, each (B or 1, H, d, d).
+    """A `DynamicLayer` (K, V) that also holds the layer's G-cache, a `PlgaState` of tensors (B or 1, H, d, d).
 
     Keeping the G state in the cache layer (not on the model) makes it follow beam reordering, batch expansion and
     selection, and resets it with the cache (`hf_integration.md` §6.2).
@@ -251,7 +257,7 @@ class PldrllmCacheLayer(DynamicLayer):
 
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
-        self.pldr_state: tuple[torch.Tensor, ...] | None = None
+        self.pldr_state: PlgaState | None = None
 
     def reset(self) -> None:
         super().reset()
@@ -259,8 +265,8 @@ class PldrllmCacheLayer(DynamicLayer):
 
     def _map_state(self, fn) -> None:
         # a state of batch size 1 (cache_first_G) is shared by every row and needs no reordering
-        if self.pldr_state is not None and self.pldr_state[0].shape[0] > 1:
-            self.pldr_state = tuple(fn(t) for t in self.pldr_state)
+        if self.pldr_state is not None and self.pldr_state.a.shape[0] > 1:
+            self.pldr_state = self.pldr_state.map(fn)
 
     def reorder_cache(self, beam_idx: torch.LongTensor) -> None:
         super().reorder_cache(beam_idx)
@@ -339,6 +345,104 @@ def eager_attention_forward(
     return attn_output, attn_weights
 
 
+class PlgaState(NamedTuple):
+    """The deductive outputs of one layer, each float32 (B, H, d, d); with K packed sequences per row, (B, K, H, d, d)
+    until `PldrllmAttention` keeps the state that continues (the last sequence of each row).
+
+    `a_p` is None where it is not stored (the released fixed-G buffer holds A, A_LM, G_LM); `dag` (N, 3) holds the
+    DAG values of (A_LM, A_P, G_LM) per sequence (N = B, or the number of packed sequences), averaged over heads,
+    when they were asked for. A tuple, so the G-cache and old callers can still index it (`state[3]` is G_LM).
+    """
+
+    a: torch.Tensor
+    a_lm: torch.Tensor
+    a_p: torch.Tensor | None
+    g_lm: torch.Tensor
+    dag: torch.Tensor | None = None
+
+    def tensors(self) -> tuple[torch.Tensor | None, ...]:
+        """(A, A_LM, A_P, G_LM), the order of `pldr_attentions[l]` and `DEDUCTIVE_TENSORS`."""
+        return self.a, self.a_lm, self.a_p, self.g_lm
+
+    def map(self, fn) -> "PlgaState":
+        """The same state with `fn` applied to each stored tensor (the DAG values are per call, not carried)."""
+        return PlgaState(*(None if t is None else fn(t) for t in self.tensors()))
+
+    @classmethod
+    def from_fixed_g(cls, buffer: torch.Tensor) -> "PlgaState":
+        """The state of a fixed G from its buffer slots (A, A_LM, G_LM), each (1, H, d, d)."""
+        return cls(buffer[0], buffer[1], None, buffer[2])
+
+
+def gram_matrix(
+    q_rot: torch.Tensor,
+    gram_weights: torch.Tensor | None = None,
+    segment_ids: torch.Tensor | None = None,
+    num_segments: int = 1,
+) -> torch.Tensor:
+    """A0 = q_rotᵀ·q_rot over the positions of the call, float32: (B, H, d, d), or (B·K, H, d, d) with `segment_ids`
+    (B, S) assigning the positions of a packed row to K sequences, each with its own Gram matrix. `gram_weights`
+    (B, S) is 1 for the positions that enter it and 0 for padding. No 1/S (reference, spec §3.5)."""
+    q = q_rot.float()
+    batch, heads, _, d = q.shape
+    if segment_ids is None:
+        weighted = q if gram_weights is None else q * gram_weights[:, None, :, None].to(q.dtype)
+        return torch.matmul(weighted.transpose(-1, -2), q)
+    member = F.one_hot(segment_ids, num_segments).to(q.dtype)  # (B, S, K)
+    if gram_weights is not None:
+        member = member * gram_weights[..., None].to(q.dtype)
+    return torch.einsum("bsk,bhsi,bhsj->bkhij", member, q, q).reshape(batch * num_segments, heads, d, d)
+
+
+def metric_learner(a0: torch.Tensor, layer_norm: nn.LayerNorm, units) -> torch.Tensor:
+    """A = residual units(LN(A0)), float32, same shape as `a0` (…, d, d).
+
+    The units act row-wise, so the matrices are independent: they run in blocks of `METRIC_LEARNER_BLOCK` matrices,
+    whose d→a intermediates stay in the CPU cache (same values, bit for bit)."""
+    a = _layer_norm_fp32(layer_norm, a0)
+    blocks = []
+    for block in a.reshape(-1, *a.shape[-2:]).split(METRIC_LEARNER_BLOCK):
+        for unit in units:
+            block = unit(block)
+        blocks.append(block)
+    return (blocks[0] if len(blocks) == 1 else torch.cat(blocks)).view(a.shape)
+
+
+def power_law(a_lm: torch.Tensor, p: torch.Tensor) -> torch.Tensor:
+    """A_P = A_LM^∘P, entrywise (A_LM > 0), float32."""
+    return torch.pow(a_lm, p.float())
+
+
+def power_law_graph(a, w, b, p, alpha, beta) -> PlgaState:
+    """A → A_LM = iSwiGLU(W·A + b) + ε → A_P = A_LM^∘P → G_LM = a·A_P + b_a, float32. The (H, d, d) parameters act
+    from the left on (…, H, d, d), mixing rows."""
+    a_lm = iswiglu(torch.matmul(w.float(), a) + b.float()) + A_LM_EPS
+    a_p = power_law(a_lm, p)
+    g_lm = torch.matmul(alpha.float(), a_p) + beta.float()
+    return PlgaState(a, a_lm, a_p, g_lm)
+
+
+def dag_terms(state: PlgaState, form: str) -> torch.Tensor:
+    """DAG values of (A_LM, A_P, G_LM) per leading index, averaged over heads: (…, 3) for tensors (…, H, d, d)."""
+    return torch.stack([dag_values(t, form).mean(-1) for t in (state.a_lm, state.a_p, state.g_lm)], dim=-1)
+
+
+@dataclass
+class PlgaCall:
+    """What one forward call tells every layer's PLGA (built once in `PldrllmModel.forward`).
+
+    `gram_weights` (B, S): 1 for the positions that enter the Gram matrix; `segment_ids` (B, S) / `num_segments`:
+    the sequences packed into each row; `dag_form`: compute the DAG values in this form (None: do not);
+    `cache_first_G`: the G-cache keeps only batch row 0's state.
+    """
+
+    gram_weights: torch.Tensor | None = None
+    segment_ids: torch.Tensor | None = None
+    num_segments: int = 1
+    dag_form: str | None = None
+    cache_first_G: bool = False
+
+
 class PldrllmGLU(nn.Module):
     """GLU(x) = W3(silu(W1·x + b1) ⊙ (W2·x + b2)) + b3 — the feed-forward network and each metric-learner unit."""
 
@@ -371,10 +475,10 @@ class PldrllmResidualUnit(nn.Module):
 
 
 class PldrllmPowerLawGraphLayer(nn.Module):
-    """The power-law step: A → A_LM = iSwiGLU(W·A + b) + ε → A_P = A_LM^∘P → G_LM = a·A_P + b_a (float32).
+    """The PLGA tensors W, b, P, a, b_a of one layer (`power_law_graph` is the maths).
 
-    The PLGA tensors are read only here, so a PEFT `target_parameters` adapter on them is seen by the attention
-    and by the DAG terms computed here (`hf_integration.md` §13).
+    They are read only in `forward` / `power_law_of`, so a PEFT `target_parameters` adapter on them is seen by the
+    attention and by the DAG terms computed from the state (`hf_integration.md` §13).
     """
 
     def __init__(self, num_heads: int, head_dim: int):
@@ -386,26 +490,21 @@ class PldrllmPowerLawGraphLayer(nn.Module):
         self.alst = nn.Parameter(torch.empty(shape))
         self.balst = nn.Parameter(torch.empty(shape))
 
-    def forward(
-        self, a: torch.Tensor, dag_form: str | None = None
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None]:
-        # (H, d, d) @ (B, H, d, d): W and a act from the left, mixing rows
-        a_lm = iswiglu(torch.matmul(self.Wlst.float(), a) + self.blst.float()) + A_LM_EPS
-        a_p = torch.pow(a_lm, self.pwlst.float())
-        g_lm = torch.matmul(self.alst.float(), a_p) + self.balst.float()
-        dag = None
-        if dag_form is not None:
-            # (B, 3): per sequence, averaged over heads, so the loss can weight each sequence by its label tokens
-            dag = torch.stack([dag_values(t, dag_form).mean(-1) for t in (a_lm, a_p, g_lm)], dim=-1)
-        return a_lm, a_p, g_lm, dag
+    def forward(self, a: torch.Tensor) -> PlgaState:
+        return power_law_graph(a, self.Wlst, self.blst, self.pwlst, self.alst, self.balst)
+
+    def power_law_of(self, a_lm: torch.Tensor) -> torch.Tensor:
+        """A_P of a given A_LM with this layer's P (a fixed G's buffer does not store A_P)."""
+        return power_law(a_lm, self.pwlst)
 
 
 class PldrllmAttention(nn.Module):
     """Power Law Graph Attention of one layer (`mha1`).
 
-    Learned G: the Gram matrix of the rotated queries goes through LayerNorm (`layernorm1`), the residual metric
-    learner (`reslayerAs`) and the power-law step (`plgatt_layer`). Fixed G (custom_G_type or collapsed): G comes
-    from the model buffer and none of that runs. Either way the backend gets q' = q_rot·G.
+    Learned G (`deductive_outputs`): the Gram matrix of the rotated queries goes through LayerNorm (`layernorm1`),
+    the residual metric learner (`reslayerAs`) and the power-law step (`plgatt_layer`); with a cache it is computed
+    at prefill and reused for every decode step. Fixed G (custom_G_type or collapsed): the state comes from the model
+    buffer and none of that runs. Either way the backend gets q' = q_rot·G.
     """
 
     def __init__(self, config: PldrllmConfig, layer_idx: int):
@@ -436,50 +535,55 @@ class PldrllmAttention(nn.Module):
             )
             self.plgatt_layer = PldrllmPowerLawGraphLayer(self.num_heads, self.head_dim)
 
-    def deductive_outputs(
-        self,
-        q_rot: torch.Tensor,
-        dag_form: str | None = None,
-        gram_weights: torch.Tensor | None = None,
-        segment_ids: torch.Tensor | None = None,
-        num_segments: int = 1,
-    ):
-        """(A, A_LM, A_P, G_LM, dag) from the rotated queries (B, H, S, d), all float32.
-
-        Each tensor is (B, H, d, d), or (B, K, H, d, d) with `segment_ids` (B, S) assigning the positions of a packed
-        row to K sequences, each with its own Gram matrix. `gram_weights` (B, S) is 1 for the positions that enter
-        the Gram matrix and 0 for padding. `dag` is (N, 3), averaged over heads, one row per sequence: N = B, or the
-        number of packed sequences.
-        """
-        q = q_rot.float()
-        batch, heads, _, d = q.shape
-        # Gram / density operator over the positions of the call: no 1/S (reference, spec §3.5); the reference also
-        # has no mask, which `reference_padding` keeps
-        if segment_ids is None:
-            weighted = q if gram_weights is None else q * gram_weights[:, None, :, None].to(q.dtype)
-            a = torch.matmul(weighted.transpose(-1, -2), q)
-        else:
-            member = F.one_hot(segment_ids, num_segments).to(q.dtype)  # (B, S, K)
-            if gram_weights is not None:
-                member = member * gram_weights[..., None].to(q.dtype)
-            a = torch.einsum("bsk,bhsi,bhsj->bkhij", member, q, q).reshape(batch * num_segments, heads, d, d)
-        a = _layer_norm_fp32(self.layernorm1, a)
-        # the residual units act row-wise, so the B·H matrices are independent: run them in blocks of
-        # METRIC_LEARNER_BLOCK matrices, whose 64→170 intermediates stay in the CPU cache (same values, bit for bit)
-        blocks = []
-        for block in a.reshape(-1, *a.shape[-2:]).split(METRIC_LEARNER_BLOCK):
-            for unit in self.reslayerAs:
-                block = unit(block)
-            blocks.append(block)
-        a = (blocks[0] if len(blocks) == 1 else torch.cat(blocks)).view(a.shape)
-        a_lm, a_p, g_lm, dag = self.plgatt_layer(a, dag_form)
-        if segment_ids is None:
-            return a, a_lm, a_p, g_lm, dag
-        state = tuple(t.view(batch, num_segments, heads, d, d) for t in (a, a_lm, a_p, g_lm))
+    def deductive_outputs(self, q_rot: torch.Tensor, plga: PlgaCall) -> PlgaState:
+        """The learned state from the rotated queries (B, H, S, d): tensors (B, H, d, d), or (B, K, H, d, d) for
+        K packed sequences per row; `dag` (N, 3) with one row per sequence in (row, sequence) order."""
+        batch, heads, _, d = q_rot.shape
+        segments = plga.segment_ids
+        a0 = gram_matrix(q_rot, plga.gram_weights, segments, plga.num_segments if segments is not None else 1)
+        state = self.plgatt_layer(metric_learner(a0, self.layernorm1, self.reslayerAs))
+        dag = dag_terms(state, plga.dag_form) if plga.dag_form is not None else None  # (B or B·K, 3)
+        if segments is None:
+            return state._replace(dag=dag)
+        k = plga.num_segments
+        state = state.map(lambda t: t.view(batch, k, heads, d, d))
         if dag is not None:
-            # one row per packed sequence, in (row, sequence) order (slots past a shorter row's last one dropped)
-            dag = dag.view(batch, num_segments, 3)[_present_segments(segment_ids, num_segments)]
-        return (*state, dag)
+            # slots past a shorter row's last sequence dropped
+            state = state._replace(dag=dag.view(batch, k, 3)[_present_segments(segments, k)])
+        return state
+
+    def completed(self, state: PlgaState) -> PlgaState:
+        """`state` with A_P filled in where it is not stored (fixed G): from A_LM and this layer's P when the learned
+        tensors exist, else NaN (the released fixed-G format has no P)."""
+        if state.a_p is not None:
+            return state
+        plga = getattr(self, "plgatt_layer", None)
+        a_p = plga.power_law_of(state.a_lm) if plga is not None else torch.full_like(state.a_lm, float("nan"))
+        return state._replace(a_p=a_p)
+
+    def _learned_state(self, query: torch.Tensor, past_key_values, plga: PlgaCall):
+        """(state, q' or None): the cached state on a decode step, else computed from this call (prefill or no
+        cache; an empty KV cache means a new generation). q' is returned for packed rows, where each position
+        uses its own sequence's G."""
+        cache_layer = past_key_values.layers[self.layer_idx] if past_key_values is not None else None
+        if cache_layer is not None and cache_layer.get_seq_length() > 0 and cache_layer.pldr_state is not None:
+            return cache_layer.pldr_state, None
+        state = self.deductive_outputs(query, plga)
+        projected = None
+        if plga.segment_ids is not None:
+            segments = plga.segment_ids
+            q_float = query.float()
+            projected = torch.zeros_like(q_float)
+            for k in range(plga.num_segments):
+                member = (segments == k)[:, None, :, None].to(q_float.dtype)
+                projected = projected + member * torch.matmul(q_float, state.g_lm[:, k])
+            # the state that continues (cache, outputs): the last sequence of each row
+            last = segments[:, -1]
+            rows = torch.arange(query.shape[0], device=last.device)
+            state = state.map(lambda t: t[rows, last])._replace(dag=state.dag)
+        if cache_layer is not None:
+            cache_layer.pldr_state = state.map(lambda t: t[:1]) if plga.cache_first_G else state._replace(dag=None)
+        return state, projected
 
     def forward(
         self,
@@ -488,13 +592,9 @@ class PldrllmAttention(nn.Module):
         attention_mask: torch.Tensor | None = None,
         past_key_values: Cache | None = None,
         fixed_g: torch.Tensor | None = None,
-        cache_first_G: bool = False,
-        dag_form: str | None = None,
-        gram_weights: torch.Tensor | None = None,
-        segment_ids: torch.Tensor | None = None,
-        num_segments: int = 1,
+        plga: PlgaCall | None = None,
         **kwargs,
-    ):
+    ) -> tuple[torch.Tensor, torch.Tensor | None, PlgaState]:
         batch, seq_len, _ = hidden_states.shape
         shape = (batch, seq_len, self.num_heads, self.head_dim)
         query = self.wq(hidden_states).view(shape).transpose(1, 2)  # (B, H, S, d)
@@ -503,38 +603,13 @@ class PldrllmAttention(nn.Module):
         apply_rope = apply_rope_interleaved if self.config.reference_rope else apply_rope_half
         query, key = apply_rope(query, *rope), apply_rope(key, *rope)
 
-        dag = projected = None
+        projected = None
         if fixed_g is not None:
-            # buffer slots (A, A_LM, G_LM), each (1, H, d, d); A_P is not stored in the released format
-            state = (fixed_g[0], fixed_g[1], None, fixed_g[2])
+            state = PlgaState.from_fixed_g(fixed_g)
         else:
-            cache_layer = None
-            if past_key_values is not None:
-                cache_layer = past_key_values.layers[self.layer_idx]
-            if cache_layer is not None and cache_layer.get_seq_length() > 0 and cache_layer.pldr_state is not None:
-                state = cache_layer.pldr_state
-            else:
-                # prefill (or no cache): compute G from this call; an empty KV cache means a new generation
-                *state, dag = self.deductive_outputs(
-                    query, dag_form, gram_weights, segment_ids, num_segments if segment_ids is not None else 1
-                )
-                state = tuple(state)
-                if segment_ids is not None:
-                    # q' = q_rot·G of each position's own sequence
-                    g_all = state[3]  # (B, K, H, d, d)
-                    q_float = query.float()
-                    projected = torch.zeros_like(q_float)
-                    for k in range(num_segments):
-                        member = (segment_ids == k)[:, None, :, None].to(q_float.dtype)
-                        projected = projected + member * torch.matmul(q_float, g_all[:, k])
-                    # the state that continues (cache, outputs): the last sequence of each row
-                    last = segment_ids[:, -1]
-                    rows = torch.arange(batch, device=last.device)
-                    state = tuple(t[rows, last] for t in state)
-                if cache_layer is not None:
-                    cache_layer.pldr_state = tuple(t[:1] for t in state) if cache_first_G else state
+            state, projected = self._learned_state(query, past_key_values, plga or PlgaCall())
         if projected is None:
-            projected = torch.matmul(query.float(), state[3].float())  # q' = q_rot·G, (B, H, S, d)
+            projected = torch.matmul(query.float(), state.g_lm.float())  # q' = q_rot·G, (B, H, S, d)
         query = projected.to(value.dtype)
 
         if past_key_values is not None:
@@ -554,7 +629,7 @@ class PldrllmAttention(nn.Module):
             **kwargs,
         )
         attn_output = self.dense(attn_output.reshape(batch, seq_len, -1))
-        return attn_output, attn_weights, state, dag
+        return attn_output, attn_weights, state
 
 
 class PldrllmDecoderLayer(GradientCheckpointingLayer):
@@ -574,10 +649,10 @@ class PldrllmDecoderLayer(GradientCheckpointingLayer):
         self.layernorm2 = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
 
     def forward(self, hidden_states: torch.Tensor, rope, attention_mask=None, **kwargs):
-        attn_output, attn_weights, state, dag = self.mha1(hidden_states, rope, attention_mask, **kwargs)
+        attn_output, attn_weights, state = self.mha1(hidden_states, rope, attention_mask, **kwargs)
         hidden_states = self.layernorm1(hidden_states + attn_output)
         hidden_states = self.layernorm2(hidden_states + self.ffn(hidden_states))
-        return hidden_states, attn_weights, state, dag
+        return hidden_states, attn_weights, state
 
 
 class PldrllmPreTrainedModel(PreTrainedModel):
@@ -662,6 +737,24 @@ class PldrllmModel(PldrllmPreTrainedModel):
             torch.zeros(cfg.num_hidden_layers, dtype=torch.bool, device=device),
             persistent=True,
         )
+
+    def freeze_g(self, states: list[PlgaState]) -> None:
+        """Keep one G per layer and head: each layer's (A, A_LM, G_LM), each (H, d, d) or (1, H, d, d), go into the
+        persistent buffer `past_G_values` (L, 3, 1, H, d, d), the released fixed-G format; attention then uses it
+        instead of the metric learner (the model's `collapse()` sets `config.collapsed` with it)."""
+        if len(states) != self.config.num_hidden_layers:
+            raise ValueError(f"freeze_g(): {len(states)} layer states for {self.config.num_hidden_layers} layers")
+        self._register_fixed_g_buffers()
+        frozen = torch.stack(
+            [torch.stack([s.a, s.a_lm, s.g_lm]).reshape(self.past_G_values.shape[1:]) for s in states]
+        )
+        self.past_G_values.copy_(frozen.to(self.past_G_values.dtype))
+        self.past_G_values_status.fill_(True)
+
+    def release_g(self) -> None:
+        """Drop the frozen G (`freeze_g`); the learned weights were never changed."""
+        del self.past_G_values
+        del self.past_G_values_status
 
     def initial_fixed_g(self) -> torch.Tensor:
         """Initial value of `past_G_values` for `custom_G_type` (identity / external: G = I; random: N(0, 1))."""
@@ -774,24 +867,25 @@ class PldrllmModel(PldrllmPreTrainedModel):
             **{_CACHE_KWARG: None if segment_ids is not None else past_key_values},
         )
         rope = rope_cos_sin(position_ids, cfg.head_dim, cfg.rope_theta)
-        dag_form = cfg.dag_loss_form if output_dag_losses and not fixed else None
+        plga = PlgaCall(
+            gram_weights=gram_weights,
+            segment_ids=segment_ids,
+            num_segments=num_segments,
+            dag_form=cfg.dag_loss_form if output_dag_losses and not fixed else None,
+            cache_first_G=cache_first_G,
+        )
 
         all_attentions = () if output_attentions else None
         all_pldr = () if output_pldr_attentions else None
         dag_values = []
         for layer_idx, layer in enumerate(self.dec_layers):
-            fixed_g = self.past_G_values[layer_idx] if fixed else None
-            hidden_states, attn_weights, state, dag = layer(
+            hidden_states, attn_weights, state = layer(
                 hidden_states,
                 rope,
                 causal_mask,
                 past_key_values=past_key_values,
-                fixed_g=fixed_g,
-                cache_first_G=cache_first_G,
-                dag_form=dag_form,
-                gram_weights=gram_weights,
-                segment_ids=segment_ids,
-                num_segments=num_segments,
+                fixed_g=self.past_G_values[layer_idx] if fixed else None,
+                plga=plga,
                 **kwargs,
             )
             if output_hidden_states:
@@ -799,9 +893,9 @@ class PldrllmModel(PldrllmPreTrainedModel):
             if output_attentions:
                 all_attentions += (attn_weights,)
             if output_pldr_attentions:
-                all_pldr += (self._complete_state(state, layer_idx),)
-            if dag is not None:
-                dag_values.append(dag)
+                all_pldr += (layer.mha1.completed(state).tensors(),)
+            if state.dag is not None:
+                dag_values.append(state.dag)
 
         dag_losses = torch.stack(dag_values).mean(0) if dag_values else None
         output = PldrllmModelOutput(
@@ -858,15 +952,6 @@ class PldrllmModel(PldrllmPreTrainedModel):
                     f"(batch, cached {past_len} + new {shape[1]} tokens)"
                 )
 
-    def _complete_state(self, state: tuple, layer_idx: int) -> tuple[torch.Tensor, ...]:
-        a, a_lm, a_p, g_lm = state
-        if a_p is None:
-            # fixed G: A_P is not stored; recompute it from A_LM and P when the learned P still exists
-            attn = self.dec_layers[layer_idx].mha1
-            plga = getattr(attn, "plgatt_layer", None)
-            a_p = torch.pow(a_lm, plga.pwlst.float()) if plga is not None else torch.full_like(a_lm, float("nan"))
-        return a, a_lm, a_p, g_lm
-
 
 DEDUCTIVE_TENSORS = ("A", "A_LM", "A_P", "G_LM")
 
@@ -887,6 +972,28 @@ def default_calibration(config: PldrllmConfig) -> list[list[int]]:
         if n <= longest:
             sequences.append(torch.randint(low, config.vocab_size, (n,), generator=generator).tolist())
     return sequences
+
+
+def calibration_ids(config: PldrllmConfig, calibration, tokenizer=None, owner: str = "collapse()") -> list[list[int]]:
+    """The calibration inputs of `collapse()` and `plldr_hf.diagnostics.diagnose` as lists of ids (empty ones
+    dropped): None → `default_calibration(config)`; texts (with `tokenizer`, no special tokens); a 2D id tensor, one
+    sequence per row; or lists of ids."""
+    if calibration is None:
+        sequences = default_calibration(config)
+    elif isinstance(calibration, str) or (
+        isinstance(calibration, (list, tuple)) and calibration and isinstance(calibration[0], str)
+    ):
+        if tokenizer is None:
+            raise ValueError(f"{owner}: calibration texts need a `tokenizer`")
+        texts = [calibration] if isinstance(calibration, str) else list(calibration)
+        sequences = [tokenizer(text, add_special_tokens=False)["input_ids"] for text in texts]
+    elif isinstance(calibration, torch.Tensor):
+        if calibration.dim() != 2:
+            raise ValueError(f"{owner}: calibration ids must be 2D (N, S), got shape {tuple(calibration.shape)}")
+        sequences = calibration.tolist()
+    else:
+        sequences = [list(ids) for ids in calibration]
+    return [list(seq) for seq in sequences if len(seq) > 0]
 
 
 def order_parameter_soc(samples: torch.Tensor, reference: torch.Tensor) -> float:
@@ -1134,12 +1241,11 @@ class PldrllmForCausalLM(PldrllmPreTrainedModel, GenerationMixin):
                     + ", ".join(f"{k} {v:.3g}" for k, v in report.order_parameter_rms.items())
                     + f". Tolerance on G_LM: {tolerance:g}. Pass force=True to collapse anyway (an approximation)."
                 )
-            frozen = [per_input[0][i] for i in (0, 1, 3)]
-            decoder = self.decoder
-            decoder._register_fixed_g_buffers()
-            # (L, 3, 1, H, d, d): slots A, A_LM, G_LM of the released fixed-G format
-            decoder.past_G_values.copy_(torch.stack(frozen, dim=1).unsqueeze(2).to(decoder.past_G_values.dtype))
-            decoder.past_G_values_status.fill_(True)
+            # the first input's state per layer, (H, d, d) each
+            reference = per_input[0]
+            self.decoder.freeze_g(
+                [PlgaState(*(reference[i][layer] for i in range(4))) for layer in range(cfg.num_hidden_layers)]
+            )
             cfg.collapsed = True
             max_diff, agree, total = 0.0, 0, 0
             for ids, ref in zip(sequences, reference_logits):
@@ -1156,8 +1262,7 @@ class PldrllmForCausalLM(PldrllmPreTrainedModel, GenerationMixin):
         """Drop the frozen G and run the metric learner again (the learned weights were never changed)."""
         if not self.config.collapsed:
             raise ValueError("uncollapse(): the model is not collapsed")
-        del self.decoder.past_G_values
-        del self.decoder.past_G_values_status
+        self.decoder.release_g()
         self.config.collapsed = False
         return self
 
@@ -1180,24 +1285,7 @@ class PldrllmForCausalLM(PldrllmPreTrainedModel, GenerationMixin):
     def _calibration_sequences(self, calibration, tokenizer) -> list[torch.Tensor]:
         cfg = self.config
         device = self.decoder.embedding.weight.device
-        if calibration is None:
-            sequences = default_calibration(cfg)
-        elif isinstance(calibration, str) or (
-            isinstance(calibration, (list, tuple)) and calibration and isinstance(calibration[0], str)
-        ):
-            if tokenizer is None:
-                raise ValueError("collapse(): calibration texts need a `tokenizer`")
-            texts = [calibration] if isinstance(calibration, str) else list(calibration)
-            sequences = [tokenizer(text, add_special_tokens=False)["input_ids"] for text in texts]
-        elif isinstance(calibration, torch.Tensor):
-            if calibration.dim() != 2:
-                raise ValueError(
-                    f"collapse(): calibration ids must be 2D (N, S), got shape {tuple(calibration.shape)}"
-                )
-            sequences = calibration.tolist()
-        else:
-            sequences = [list(ids) for ids in calibration]
-        sequences = [seq for seq in sequences if len(seq) > 0]
+        sequences = calibration_ids(cfg, calibration, tokenizer, "collapse()")
         if len(sequences) < 2:
             raise ValueError(f"collapse(): need at least 2 non-empty calibration inputs, got {len(sequences)}")
         too_long = [len(seq) for seq in sequences if len(seq) > cfg.max_position_embeddings]

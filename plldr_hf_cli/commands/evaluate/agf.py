@@ -26,13 +26,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace, config: dict) -> int:
     import torch
-    from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
-    from plldr_hf.training.data import load_translation_dataset, take_subset
+    from plldr_hf.loading import load_model, load_tokenizer
+    from plldr_hf.training.corpus import load_translation_dataset, take_subset
     from plldr_hf.training.seq2seq import evaluate_translation, format_scores
 
-    tokenizer = AutoTokenizer.from_pretrained(args.model_dir)
-    model = AutoModelForSeq2SeqLM.from_pretrained(args.model_dir)
+    model, tokenizer = load_model(args.model_dir, model_type="agf"), load_tokenizer(args.model_dir)
     if torch.cuda.is_available():
         model = model.cuda()
     dataset = args.dataset or ["libreoffice"]

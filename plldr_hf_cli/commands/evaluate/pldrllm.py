@@ -8,7 +8,6 @@ text files (optionally .gz).
 
 import argparse
 import json
-import math
 from pathlib import Path
 
 
@@ -19,28 +18,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("language models (pldrllm)")
     group.add_argument("--block-size", type=int, help="tokens per scored block [the model's context, at most 1024]")
     group.add_argument("--max-blocks", type=int, help="score at most this many blocks")
-
-
-def perplexity(model, blocks, batch_size: int = 8) -> dict:
-    """Token-weighted cross-entropy and perplexity of a causal LM over a dataset of `input_ids` blocks."""
-    import torch
-    import torch.nn.functional as F
-    from tqdm.auto import tqdm
-
-    model.eval()
-    device = next(model.parameters()).device
-    total_loss, total_tokens = 0.0, 0
-    for start in tqdm(range(0, len(blocks), batch_size), desc="perplexity"):
-        ids = torch.tensor(blocks[start : start + batch_size]["input_ids"], device=device)
-        with torch.no_grad():
-            logits = model(ids, use_cache=False).logits[:, :-1].float()
-        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), ids[:, 1:].reshape(-1), reduction="sum")
-        total_loss += loss.item()
-        total_tokens += ids[:, 1:].numel()
-    if total_tokens == 0:
-        raise ValueError("no tokens to score: the data packed into zero blocks (use a smaller --block-size)")
-    mean = total_loss / total_tokens
-    return {"cross_entropy": mean, "perplexity": math.exp(mean), "tokens": total_tokens, "blocks": len(blocks)}
 
 
 def _read_text(path: str) -> str:
@@ -56,12 +33,13 @@ def _read_text(path: str) -> str:
 
 def run(args: argparse.Namespace, config: dict) -> int:
     from datasets import Dataset
-    from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from plldr_hf.training.causal_lm import load_text_corpus, pack_into_blocks
+    from plldr_hf.evaluation import perplexity
+    from plldr_hf.loading import load_model, load_tokenizer
+    from plldr_hf.training.corpus import load_text_corpus
+    from plldr_hf.training.preprocessing import pack_into_blocks
 
-    tokenizer = AutoTokenizer.from_pretrained(args.model_dir)
-    model = AutoModelForCausalLM.from_pretrained(args.model_dir)
+    model, tokenizer = load_model(args.model_dir, model_type="pldrllm"), load_tokenizer(args.model_dir)
     block_size = args.block_size or min(config.get("max_position_embeddings", 1024), 1024)
     if args.dataset and args.dataset != ["shakespeare"]:
         # local text files: every paragraph (blank-line separated) of every file is one document

@@ -210,7 +210,7 @@ def run(args: argparse.Namespace) -> int:
     if missing:
         return fail("train agf", f"--dataset: {missing[0]} does not exist; give existing files or folders")
 
-    from plldr_hf.training.seq2seq import translation_training_arguments
+    from plldr_hf.training.recipes import translation_training_arguments
 
     # the pipeline's own progress lines (data, tokenizer, model size); transformers keeps its verbosity
     logging.basicConfig(format="%(message)s")

@@ -1,6 +1,16 @@
-"""`plldr-hf train pldrllm`: train a PLDR-LLM causal LM with Trainer (`plldr_hf.training.causal_lm`)."""
+"""`plldr-hf train pldrllm`: train a PLDR-LLM causal LM with Trainer (`plldr_hf.training.causal_lm`).
+
+The flags are generated from `plldr_hf.training.options.TrainOptions` (one per field, with the help and checks in the
+field's metadata), so an option is written once. That module imports only the standard library and is loaded here
+without importing `plldr_hf` (which imports torch): `--help` and usage errors stay fast.
+"""
 
 import argparse
+import dataclasses
+import importlib.util
+import logging
+import sys
+from pathlib import Path
 
 from plldr_hf_cli.arguments import (
     fail,
@@ -12,8 +22,21 @@ from plldr_hf_cli.arguments import (
 )
 
 
-# the model sizes of plldr_hf.training.causal_lm.SIZES (checked by tests/test_cli.py)
-SIZES = ("110m", "mini", "small", "tiny")
+_OPTIONS_MODULE = "plldr_hf.training.options"
+
+
+def load_options_module():
+    """`plldr_hf.training.options` without running `plldr_hf/__init__.py`: the file is loaded by path and registered
+    under its own name, so the training code imported later gets this same module and `TrainOptions` class."""
+    if _OPTIONS_MODULE in sys.modules:
+        return sys.modules[_OPTIONS_MODULE]
+    package = importlib.util.find_spec("plldr_hf")  # finds the package without importing it
+    path = Path(package.submodule_search_locations[0], "training", "options.py")
+    spec = importlib.util.spec_from_file_location(_OPTIONS_MODULE, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[_OPTIONS_MODULE] = module
+    spec.loader.exec_module(module)
+    return module
 
 
 def register(families) -> None:
@@ -32,107 +55,94 @@ def register(families) -> None:
     parser.set_defaults(func=run)
 
 
-def run(args: argparse.Namespace) -> int:
-    missing = missing_dataset_files(args.dataset)
-    if missing:
-        return fail("train pldrllm", f"--dataset: {missing[0]} does not exist; give existing files or folders")
-    from plldr_hf.training.causal_lm import run_from_args
+def _flag_type(annotation: str, meta: dict, options):
+    if "parse" in meta:
+        parse = getattr(options, meta["parse"])
 
-    return run_creating("train pldrllm", args.output_dir, lambda: run_from_args(args))
+        def typed(text):
+            try:
+                return parse(text)
+            except ValueError as err:
+                raise argparse.ArgumentTypeError(str(err)) from None
 
-
-def _parse_weights(text: str) -> tuple[float, float, float]:
-    parts = [p for p in text.replace(" ", "").split(",") if p]
-    try:
-        weights = tuple(float(p) for p in parts)
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"--dag-weights expects three numbers a,p,g (A_LM, A_P, G_LM), got {text!r}"
-        ) from None
-    if len(weights) == 1:
-        weights = weights * 3
-    if len(weights) != 3 or any(not w >= 0 for w in weights):
-        raise argparse.ArgumentTypeError(f"--dag-weights expects three non-negative numbers a,p,g, got {text!r}")
-    return weights
+        return typed
+    if annotation.startswith("int"):
+        return {1: positive_int, 0: non_negative_int}.get(meta.get("min"), int)
+    if annotation.startswith("float"):
+        return positive_float if meta.get("min") == 0 else float
+    return None
 
 
 def add_arguments(parser) -> None:
-    """Adds the `train pldrllm` flags to an argparse parser."""
-    parser.add_argument("--size", choices=SIZES, default=None, help="model size (default: tiny)")
+    """Adds the `train pldrllm` flags (one per `TrainOptions` field, default None = the field's default) and
+    `--tiny` to an argparse parser."""
+    options = load_options_module()
     parser.add_argument(
         "--tiny",
         action="store_true",
         help="CPU smoke run in seconds: tiny model, 2000 documents, 512-piece tokenizer, 30 steps (flags still win)",
     )
-    parser.add_argument("--output-dir", default="pldrllm-run", help="checkpoints, final model and report")
-    parser.add_argument(
-        "--dataset",
-        nargs="+",
-        default=[],
-        help="local text/JSON/Parquet/CSV files or folders, or a Hugging Face dataset name "
-        "(default: the embedded Shakespeare corpus)",
-    )
-    parser.add_argument("--dataset-config", default=None, help="configuration of a Hugging Face dataset")
-    parser.add_argument("--text-column", default="text", help="text column of table files / Hub datasets")
-    parser.add_argument(
-        "--max-train-documents", type=positive_int, default=None, help="use only the first N documents"
-    )
-    parser.add_argument(
-        "--tokenizer", default=None, help="existing tokenizer (path or Hub name) instead of training one"
-    )
-    parser.add_argument(
-        "--vocab-size", type=positive_int, default=None, help="tokenizer vocabulary (default: by size)"
-    )
-    parser.add_argument(
-        "--block-size", type=positive_int, default=None, help="tokens per training block (default: by size)"
-    )
-    parser.add_argument(
-        "--batch-size", type=positive_int, default=None, help="blocks per device and step (default: by size)"
-    )
-    parser.add_argument("--gradient-accumulation-steps", type=positive_int, default=1, help="default: 1")
-    parser.add_argument("--max-steps", type=positive_int, default=None, help="optimizer steps (default: 100)")
-    parser.add_argument(
-        "--learning-rate", type=positive_float, default=None, help="peak learning rate (default: 1e-3)"
-    )
-    parser.add_argument(
-        "--warmup-steps", type=non_negative_int, default=None, help="default: 10%% of the steps, at most 2000"
-    )
-    parser.add_argument("--clip-by", choices=("value", "norm"), default="value", help="gradient clipping at 1.0")
-    parser.add_argument(
-        "--bf16", action=argparse.BooleanOptionalAction, default=None, help="default: if the GPU supports it"
-    )
-    parser.add_argument(
-        "--dag-weights",
-        type=_parse_weights,
-        default=(0.0, 0.0, 0.0),
-        metavar="A,P,G",
-        help="DAG regulariser weights on A_LM, A_P, G_LM (one number: all three; default 0 = off)",
-    )
-    parser.add_argument("--dag-warmup-steps", type=non_negative_int, default=0, help="linear ramp of the DAG weights")
-    parser.add_argument("--dag-form", choices=("log_ratio", "notears"), default="log_ratio")
-    parser.add_argument("--log-dag", action="store_true", help="log the DAG values even when their weights are 0")
-    parser.add_argument("--logging-steps", type=positive_int, default=None, help="default: 10")
-    parser.add_argument(
-        "--eval-steps", type=non_negative_int, default=None, help="default: every 20%% of the run; 0: only at the end"
-    )
-    parser.add_argument(
-        "--save-steps", type=positive_int, default=None, help="checkpoint interval (default: at the end)"
-    )
-    parser.add_argument("--save-total-limit", type=positive_int, default=2)
-    parser.add_argument("--max-eval-blocks", type=positive_int, default=None, help="cap on validation blocks")
-    parser.add_argument("--report-to", nargs="+", default=["tensorboard"], help="Trainer integrations, or none")
-    parser.add_argument(
-        "--resume",
-        nargs="?",
-        const="last",
-        default=None,
-        metavar="CHECKPOINT",
-        help="continue from the last checkpoint in --output-dir, or from CHECKPOINT",
-    )
-    parser.add_argument(
-        "--padding-free",
-        action="store_true",
-        help="one document per example, batches concatenated without padding (DataCollatorWithFlattening); "
-        "each document keeps its own Gram matrix and attention (default: fixed packed blocks)",
-    )
-    parser.add_argument("--seed", type=non_negative_int, default=0)
+    for spec in dataclasses.fields(options.TrainOptions):
+        meta = dict(spec.metadata)
+        if meta.pop("cli", True) is False:
+            continue
+        flag = "--" + spec.name.replace("_", "-")
+        kwargs = {"default": None, "help": meta.pop("help", None), "dest": spec.name}
+        annotation = str(spec.type)
+        if meta.pop("action", None) == "boolean_optional":
+            kwargs["action"] = argparse.BooleanOptionalAction
+        elif annotation == "bool":
+            kwargs["action"] = "store_true"
+        else:
+            kwargs["type"] = _flag_type(annotation, meta, options)
+            for key in ("choices", "metavar", "nargs", "const"):
+                if key in meta:
+                    kwargs[key] = meta[key]
+        parser.add_argument(flag, **kwargs)
+
+
+def options_from_args(args: argparse.Namespace):
+    """`TrainOptions` from parsed flags: the field defaults, then `--tiny`'s, then every flag given."""
+    options = load_options_module()
+    given = {
+        spec.name: getattr(args, spec.name)
+        for spec in dataclasses.fields(options.TrainOptions)
+        if getattr(args, spec.name, None) is not None
+    }
+    base = options.TINY_RUN if getattr(args, "tiny", False) else {}
+    return options.TrainOptions(**{**base, **given})
+
+
+def _sig(value) -> str:
+    return "n/a" if value is None else f"{value:.3g}"
+
+
+def train_and_report(args: argparse.Namespace) -> int:
+    """Train from parsed flags and print the headline numbers (also `examples/train_pldr_llm.py`)."""
+    from plldr_hf.training.causal_lm import train_causal_lm
+
+    # the pipeline's own progress lines; other libraries (accelerate, datasets) stay at WARNING
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    logging.getLogger("plldr_hf").setLevel(logging.INFO)
+    options = options_from_args(args)
+    report = train_causal_lm(options)
+    if report:
+        before = ((report.get("order_parameter_before") or {}).get("across_inputs") or {}).get("G_LM")
+        after = ((report.get("order_parameter_after") or {}).get("across_inputs") or {}).get("G_LM")
+        print(f"validation perplexity: {report['validation_perplexity']:.3g}")
+        if before is not None or after is not None:
+            print(
+                "G_LM order parameter (SOC RMSE/|mean| across the calibration inputs, the collapse criterion): "
+                f"before {_sig(before)}, after {_sig(after)}"
+            )
+        print(f"{_sig(report.get('s_per_step'))} s/step (train_runtime / steps)")
+        print(f"report: {Path(options.output_dir, 'train_report.json')}; curves: {report['loss_curves']}")
+    return 0
+
+
+def run(args: argparse.Namespace) -> int:
+    missing = missing_dataset_files(args.dataset)
+    if missing:
+        return fail("train pldrllm", f"--dataset: {missing[0]} does not exist; give existing files or folders")
+    output_dir = args.output_dir or load_options_module().TrainOptions.output_dir
+    return run_creating("train pldrllm", output_dir, lambda: train_and_report(args))

@@ -1,4 +1,4 @@
-"""Data loading and preprocessing for training and evaluation.
+"""Corpora: where the training and evaluation text comes from, as `datasets` objects.
 
 Embedded corpora (`plldr_hf/data/`, each folder with its source and licence note):
 
@@ -8,29 +8,29 @@ Embedded corpora (`plldr_hf/data/`, each folder with its source and licence note
 | `gnome` | `en_de_gnome/` | test only, English→German (out-of-domain) |
 | `shakespeare` | `en_shakespeare/` | train / validation / test plain text (causal LM) |
 
-Sequence-to-sequence part (translation, WMT schema `{"translation": {"en": ..., "de": ...}}`):
+- `load_text_corpus` — documents for a causal LM as a `DatasetDict` (`train`, `validation`; column `text`): the
+  embedded Shakespeare corpus (default, offline), local text / JSON / Parquet / CSV files, or any Hugging Face
+  dataset.
+- `load_translation_dataset` — translation pairs in the WMT schema `{"translation": {"en": ..., "de": ...}}`: WMT17
+  from the Hub or a local copy of it, the embedded LibreOffice pairs, or local JSON / JSONL / Parquet files, with
+  `train`, `validation`, `test` and the out-of-domain `gnome` test split.
+- `take_subset` — a fixed random subset (the evaluation sample limits).
 
-- `load_translation_dataset` — WMT17 from the Hub, the embedded LibreOffice pairs, or local JSON / JSONL / Parquet
-  files, as a `DatasetDict` with `train`, `validation`, `test` and the out-of-domain `gnome` test split.
-- `train_joint_tokenizer` — one subword vocabulary (BPE or unigram, `tokenizers`) for both languages, returned as a
-  `PreTrainedTokenizerFast` with `<pad>`, `<s>`, `</s>`, `<unk>`; it appends `</s>` to every sequence.
-- `preprocess_translation` — tokenises sources into `input_ids` and targets into `labels` (unshifted; the model's
-  `prepare_decoder_input_ids_from_labels` / `DataCollatorForSeq2Seq` build the decoder inputs).
+Both loaders name a local file's split from its name (`train*`, `validation*` / `valid*` / `dev*`, `test*`) with the
+same rule (`split_from_name`).
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import random
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 
 if TYPE_CHECKING:
     from datasets import Dataset, DatasetDict
-    from transformers import PreTrainedTokenizerFast
 
 
 logger = logging.getLogger(__name__)
@@ -38,11 +38,9 @@ logger = logging.getLogger(__name__)
 __all__ = [
     "DATA_DIR",
     "EMBEDDED_TRANSLATION_DATASETS",
-    "SPECIAL_TOKENS",
     "embedded_data_path",
+    "load_text_corpus",
     "load_translation_dataset",
-    "train_joint_tokenizer",
-    "preprocess_translation",
     "take_subset",
 ]
 
@@ -58,16 +56,18 @@ EMBEDDED_TRANSLATION_DATASETS = {
 # the out-of-domain test set added to every English–German dataset as split "gnome"
 GNOME_TEST = "en_de_gnome/test.jsonl.gz"
 
-SPECIAL_TOKENS = {"pad_token": "<pad>", "bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>"}
-
-_SPLIT_ALIASES = {
+SPLIT_ALIASES = {
     "train": "train",
     "validation": "validation",
     "valid": "validation",
     "dev": "validation",
     "test": "test",
 }
-_FORMATS = {".json": "json", ".jsonl": "json", ".parquet": "parquet"}
+# file suffix → `datasets` builder; text files only for the causal-LM corpus
+TEXT_FORMATS = {".txt": "text", ".text": "text", ".md": "text"}
+TABLE_FORMATS = {".json": "json", ".jsonl": "json", ".parquet": "parquet", ".csv": "csv"}
+TRANSLATION_FORMATS = {".json": "json", ".jsonl": "json", ".parquet": "parquet"}
+_COMPRESSION = (".gz", ".bz2", ".xz", ".zst")
 
 
 def embedded_data_path(*parts: str) -> Path:
@@ -83,25 +83,169 @@ def embedded_data_path(*parts: str) -> Path:
     return path
 
 
-def _file_format(path: Path) -> str:
+def file_format(path: Path, formats: dict[str, str]) -> str:
+    """The `datasets` builder (`text`, `json`, `parquet`, `csv`) of a file, from its suffix before any compression
+    suffix; a clear error naming the accepted types otherwise."""
     suffixes = [s.lower() for s in path.suffixes]
-    if suffixes and suffixes[-1] in (".gz", ".bz2", ".xz", ".zst"):
+    if suffixes and suffixes[-1] in _COMPRESSION:
         suffixes = suffixes[:-1]
-    fmt = _FORMATS.get(suffixes[-1] if suffixes else "")
-    if fmt is None:
+    kind = formats.get(suffixes[-1] if suffixes else "")
+    if kind is None:
+        accepted = ", ".join(sorted(formats))
         raise ValueError(
-            f"cannot read {path}: unsupported file type {''.join(path.suffixes) or '(none)'}; "
-            "use .json, .jsonl (optionally .gz) or .parquet"
+            f"cannot read {path}: unsupported file type {''.join(path.suffixes) or '(none)'}; use {accepted} "
+            "(optionally compressed: .gz)"
         )
-    return fmt
+    return kind
 
 
-def _split_from_name(path: Path) -> str | None:
+def _is_data_file(path: Path, formats: dict[str, str]) -> bool:
+    try:
+        file_format(path, formats)
+    except ValueError:
+        return False
+    return True
+
+
+def split_from_name(path: Path) -> str | None:
+    """`train` / `validation` / `test` from a file name (`train*`, `validation*` / `valid*` / `dev*`, `test*`)."""
     stem = path.name.split(".")[0].lower()
-    for prefix, split in _SPLIT_ALIASES.items():
+    for prefix, split in SPLIT_ALIASES.items():
         if stem == prefix or stem.startswith((prefix + "_", prefix + "-")):
             return split
     return None
+
+
+def _embedded_shakespeare() -> dict[str, list[str]]:
+    return {split: [str(embedded_data_path("en_shakespeare", f"{split}.txt.gz"))] for split in ("train", "validation")}
+
+
+def _local_text_files(specs: Sequence[str]) -> dict[str, list[Path]]:
+    formats = {**TEXT_FORMATS, **TABLE_FORMATS}
+    files: dict[str, list[Path]] = {}
+    for spec in specs:
+        path = Path(spec).expanduser()
+        if path.is_dir():
+            found = [p for p in sorted(p for p in path.iterdir() if p.is_file()) if _is_data_file(p, formats)]
+            if not found:
+                raise FileNotFoundError(f"no text, JSON, Parquet or CSV files in directory {path}")
+        else:
+            file_format(path, formats)
+            found = [path]
+        for p in found:
+            files.setdefault(split_from_name(p) or "train", []).append(p)
+    return files
+
+
+def load_text_corpus(
+    dataset: str | Sequence[str] | None = None,
+    *,
+    dataset_config: str | None = None,
+    text_column: str = "text",
+    validation_fraction: float = 0.05,
+    max_train_documents: int | None = None,
+    seed: int = 0,
+    cache_dir: str | None = None,
+) -> DatasetDict:
+    """Loads a text corpus as documents: a `DatasetDict` with splits `train` and `validation`, column `text`.
+
+    Args:
+        dataset: `None` or `"shakespeare"` for the embedded Shakespeare corpus (offline; validation = *Julius
+            Caesar* and *Twelfth Night*); paths to local files or folders (plain text `.txt` / `.md`, optionally
+            `.gz`, where documents are paragraphs separated by blank lines; `.json`, `.jsonl`, `.parquet`, `.csv`
+            with a text column); or the name of a Hugging Face dataset (needs the network or a cache). A file whose
+            name starts with `validation` / `valid` / `dev` is the validation split, `test*` is ignored, anything
+            else is training text.
+        dataset_config: configuration name of a Hugging Face dataset.
+        text_column: column holding the text in table files and Hub datasets.
+        validation_fraction: share of training documents held out when there is no validation split.
+        max_train_documents: keep only the first this many training documents.
+        seed: seed of the held-out selection.
+        cache_dir: `datasets` cache folder.
+
+    Example:
+        >>> corpus = load_text_corpus()
+        >>> sorted(corpus), corpus["validation"][0]["text"]
+        (['train', 'validation'], 'JULIUS CAESAR')
+    """
+    from datasets import DatasetDict, load_dataset
+
+    specs = [dataset] if isinstance(dataset, str) else list(dataset or [])
+    if not specs or (len(specs) == 1 and specs[0].lower() == "shakespeare" and not Path(specs[0]).exists()):
+        raw = load_dataset("text", data_files=_embedded_shakespeare(), sample_by="paragraph", cache_dir=cache_dir)
+        origin = "the embedded Shakespeare corpus"
+    elif all(Path(s).expanduser().exists() for s in specs):
+        files = _local_text_files(specs)
+        files.pop("test", None)
+        if "train" not in files:
+            raise ValueError(f"no training files among {specs} (files named test* / validation* are not training)")
+        splits = {}
+        for split, paths in files.items():
+            kinds = {file_format(p, {**TEXT_FORMATS, **TABLE_FORMATS}) for p in paths}
+            if len(kinds) > 1:
+                raise ValueError(f"split {split!r} mixes file types {sorted(kinds)}: {[str(p) for p in paths]}")
+            kind = kinds.pop()
+            extra = {"sample_by": "paragraph"} if kind == "text" else {}
+            splits[split] = load_dataset(
+                kind, data_files=[str(p) for p in paths], split="train", cache_dir=cache_dir, **extra
+            )
+        raw = DatasetDict(splits)
+        origin = f"local files {specs}"
+    elif len(specs) == 1:
+        name = specs[0]
+        try:
+            raw = load_dataset(name, dataset_config, cache_dir=cache_dir)
+        except Exception as err:
+            raise RuntimeError(
+                f"could not load dataset {name!r} (config {dataset_config!r}): neither an existing local path nor "
+                f"a loadable Hugging Face dataset ({type(err).__name__}: {err}). Hub datasets need the network or a "
+                f"cached copy; offline, use the embedded corpus (no --dataset) or local files."
+            ) from err
+        if "train" not in raw:
+            raise ValueError(f"dataset {name!r} has no 'train' split (splits: {list(raw)})")
+        raw = DatasetDict({k: raw[k] for k in ("train", "validation") if k in raw})
+        origin = f"Hugging Face dataset {name!r}"
+    else:
+        missing = [s for s in specs if not Path(s).expanduser().exists()]
+        raise FileNotFoundError(f"dataset files not found: {missing}")
+
+    for split, ds in list(raw.items()):
+        if text_column not in ds.column_names:
+            raise ValueError(
+                f"{origin}, split {split!r}: no text column {text_column!r}; columns are {ds.column_names} "
+                f"(choose one with --text-column)"
+            )
+        ds = ds.select_columns([text_column])
+        if text_column != "text":
+            ds = ds.rename_column(text_column, "text")
+        ds = ds.filter(lambda ex: bool(ex["text"] and ex["text"].strip()), desc=f"Dropping empty {split}")
+        raw[split] = ds.map(lambda ex: {"text": ex["text"].strip()}, desc=f"Stripping {split}")
+    if max_train_documents is not None:
+        raw["train"] = raw["train"].select(range(min(max_train_documents, len(raw["train"]))))
+    if "validation" not in raw:
+        if not 0.0 < validation_fraction < 1.0:
+            raise ValueError(f"validation_fraction must be in (0, 1), got {validation_fraction}")
+        if len(raw["train"]) < 2:
+            raise ValueError(f"{origin} has {len(raw['train'])} training document(s); too few to hold out validation")
+        parts = raw["train"].train_test_split(test_size=validation_fraction, seed=seed, shuffle=True)
+        raw["train"], raw["validation"] = parts["train"], parts["test"]
+        logger.info("held out %d of the training documents as validation", len(parts["test"]))
+    for split in ("train", "validation"):
+        if len(raw[split]) == 0:
+            raise ValueError(f"split {split!r} of {origin} has no non-empty documents")
+    return DatasetDict({"train": raw["train"], "validation": raw["validation"]})
+
+
+def take_subset(dataset: Dataset, n: int | None, seed: int = 0) -> Dataset:
+    """At most `n` rows: a fixed random subset, the same for every run with the same seed (None: all rows).
+
+    Fixed so that the test subsets stay comparable across runs; `seed` here is the data seed, not the training seed.
+    """
+    if n is None or n >= len(dataset):
+        return dataset
+    if n <= 0:
+        raise ValueError(f"sample limit must be positive, got {n}")
+    return dataset.shuffle(seed=seed).select(range(n))
 
 
 def _resolve_files(specs: Sequence[str | os.PathLike]) -> dict[str, list[Path]]:
@@ -112,26 +256,26 @@ def _resolve_files(specs: Sequence[str | os.PathLike]) -> dict[str, list[Path]]:
         spec = str(spec)
         split, sep, path_text = spec.partition("=")
         if sep and split and not Path(spec).exists():
-            split = _SPLIT_ALIASES.get(split.lower(), split)
+            split = SPLIT_ALIASES.get(split.lower(), split)
             path = Path(path_text).expanduser()
             if not path.is_file():
                 raise FileNotFoundError(f"data file for split {split!r} not found: {path}")
-            _file_format(path)
+            file_format(path, TRANSLATION_FORMATS)
             files.setdefault(split, []).append(path)
             continue
         path = Path(spec).expanduser()
         if path.is_dir():
-            found = sorted(p for p in path.iterdir() if p.is_file() and _split_from_name(p) is not None)
-            found = [p for p in found if _is_data_file(p)]
+            found = sorted(p for p in path.iterdir() if p.is_file() and split_from_name(p) is not None)
+            found = [p for p in found if _is_data_file(p, TRANSLATION_FORMATS)]
             if not found:
                 raise FileNotFoundError(
                     f"no train*/validation*/dev*/test* .json, .jsonl(.gz) or .parquet files in directory {path}"
                 )
             for p in found:
-                files.setdefault(_split_from_name(p), []).append(p)
+                files.setdefault(split_from_name(p), []).append(p)
         elif path.is_file():
-            _file_format(path)
-            split = _split_from_name(path)
+            file_format(path, TRANSLATION_FORMATS)
+            split = split_from_name(path)
             if split is None:
                 unassigned.append(path)
             else:
@@ -149,14 +293,6 @@ def _resolve_files(specs: Sequence[str | os.PathLike]) -> dict[str, list[Path]]:
     if "train" not in files:
         raise ValueError(f"no training data among {[str(s) for s in specs]}; give a train file or train=PATH")
     return files
-
-
-def _is_data_file(path: Path) -> bool:
-    try:
-        _file_format(path)
-    except ValueError:
-        return False
-    return True
 
 
 def _to_translation_schema(ds: Dataset, source_lang: str, target_lang: str, origin: str) -> Dataset:
@@ -198,7 +334,7 @@ def _load_files(files: dict[str, list[Path]], cache_dir: str | None) -> DatasetD
 
     splits = {}
     for split, paths in files.items():
-        formats = {_file_format(p) for p in paths}
+        formats = {file_format(p, TRANSLATION_FORMATS) for p in paths}
         if len(formats) > 1:
             raise ValueError(f"split {split!r} mixes file formats {sorted(formats)}: {[str(p) for p in paths]}")
         splits[split] = load_dataset(
@@ -327,152 +463,3 @@ def load_translation_dataset(
         if len(ds) == 0:
             raise ValueError(f"split {split!r} of {origin} is empty")
     return DatasetDict(splits)
-
-
-def take_subset(dataset: Dataset, n: int | None, seed: int = 0) -> Dataset:
-    """At most `n` rows: a fixed random subset, the same for every run with the same seed (None: all rows).
-
-    Fixed so that the test subsets stay comparable across runs; `seed` here is the data seed, not the training seed.
-    """
-    if n is None or n >= len(dataset):
-        return dataset
-    if n <= 0:
-        raise ValueError(f"sample limit must be positive, got {n}")
-    return dataset.shuffle(seed=seed).select(range(n))
-
-
-def _sentences(data, languages: Sequence[str], max_sentences: int | None, seed: int) -> Iterator[str]:
-    """Yields the texts of every language of a `translation` dataset (or passes a plain iterable of strings)."""
-    if hasattr(data, "column_names"):
-        n = len(data)
-        indices = list(range(n))
-        if max_sentences is not None and n * len(languages) > max_sentences:
-            random.Random(seed).shuffle(indices)
-            indices = sorted(indices[: max(1, max_sentences // len(languages))])
-        for start in range(0, len(indices), 1000):
-            for pair in data.select(indices[start : start + 1000])["translation"]:
-                for lang in languages:
-                    yield pair[lang]
-    else:
-        for i, text in enumerate(data):
-            if max_sentences is not None and i >= max_sentences:
-                break
-            if not isinstance(text, str):
-                raise TypeError(f"tokenizer training text {i} is {type(text).__name__}, expected str")
-            yield text
-
-
-def train_joint_tokenizer(
-    data: Dataset | Iterable[str],
-    vocab_size: int = 8000,
-    *,
-    languages: Sequence[str] = ("en", "de"),
-    model: str = "bpe",
-    min_frequency: int = 2,
-    max_sentences: int | None = 1_000_000,
-    model_max_length: int = 1024,
-    seed: int = 0,
-) -> PreTrainedTokenizerFast:
-    """Trains one subword vocabulary shared by source and target language.
-
-    SentencePiece-style pipeline from the `tokenizers` library: NFKC normalisation, `Metaspace` pre-tokenisation
-    (spaces become `▁`, so decoding restores the original spacing), BPE or unigram model, and a post-processor that
-    appends `</s>`. Special tokens have fixed ids: `<pad>` 0, `<s>` 1, `</s>` 2, `<unk>` 3. The result saves and
-    reloads with `save_pretrained` / `AutoTokenizer.from_pretrained`.
-
-    Args:
-        data: a translation dataset split (texts of every language in `languages` are used) or an iterable of
-            strings.
-        vocab_size: target vocabulary size including the special tokens.
-        languages: the `translation` keys to read from a dataset.
-        model: `"bpe"` or `"unigram"`.
-        min_frequency: minimum pair frequency for a BPE merge.
-        max_sentences: use a random subset of at most this many sentences (None: all).
-        model_max_length: maximum length recorded in the tokenizer config.
-        seed: seed of the subset selection.
-
-    Example:
-        >>> tok = train_joint_tokenizer(["ein kleiner Test", "a small test"] * 50, vocab_size=40)
-        >>> tok.decode(tok("a small test")["input_ids"], skip_special_tokens=True)
-        'a small test'
-    """
-    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
-    from transformers import PreTrainedTokenizerFast
-
-    specials = list(SPECIAL_TOKENS.values())
-    if vocab_size <= len(specials):
-        raise ValueError(f"vocab_size={vocab_size} leaves no room beyond the {len(specials)} special tokens")
-    if model == "bpe":
-        tokenizer = Tokenizer(models.BPE(unk_token=SPECIAL_TOKENS["unk_token"]))
-        trainer = trainers.BpeTrainer(
-            vocab_size=vocab_size, min_frequency=min_frequency, special_tokens=specials, limit_alphabet=1000
-        )
-    elif model == "unigram":
-        tokenizer = Tokenizer(models.Unigram())
-        trainer = trainers.UnigramTrainer(
-            vocab_size=vocab_size, special_tokens=specials, unk_token=SPECIAL_TOKENS["unk_token"]
-        )
-    else:
-        raise ValueError(f"unknown tokenizer model {model!r}; use 'bpe' or 'unigram'")
-    tokenizer.normalizer = normalizers.NFKC()
-    tokenizer.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="always")
-    tokenizer.decoder = decoders.Metaspace(replacement="▁", prepend_scheme="always")
-
-    texts = _sentences(data, languages, max_sentences, seed)
-    tokenizer.train_from_iterator(texts, trainer=trainer)
-    if tokenizer.get_vocab_size() < len(specials) + 1:
-        raise ValueError("tokenizer training produced an empty vocabulary; is the training text empty?")
-    eos = SPECIAL_TOKENS["eos_token"]
-    tokenizer.post_processor = processors.TemplateProcessing(
-        single=f"$A {eos}", pair=f"$A {eos} $B {eos}", special_tokens=[(eos, tokenizer.token_to_id(eos))]
-    )
-    return PreTrainedTokenizerFast(tokenizer_object=tokenizer, model_max_length=model_max_length, **SPECIAL_TOKENS)
-
-
-def preprocess_translation(
-    dataset: Dataset | DatasetDict,
-    tokenizer,
-    source_lang: str = "en",
-    target_lang: str = "de",
-    *,
-    max_source_length: int = 128,
-    max_target_length: int = 128,
-    drop_long: bool = False,
-    num_proc: int | None = None,
-    desc: str = "Tokenising",
-) -> Dataset | DatasetDict:
-    """Tokenises `translation` pairs into `input_ids`, `attention_mask` and `labels` (truncated, `</s>` kept).
-
-    Order is preserved, so row i of the result belongs to row i of `dataset` (the raw references used for BLEU).
-    Pad and shift are left to `DataCollatorForSeq2Seq` and the model.
-
-    `drop_long=True` removes the pairs whose source or target does not fit the limits instead of truncating them
-    (for training: a truncated target still ends in `</s>`, which teaches the model to stop mid-sentence); the row
-    order of the kept pairs is preserved.
-    """
-    if max_source_length < 2 or max_target_length < 2:
-        raise ValueError(
-            f"max_source_length={max_source_length} and max_target_length={max_target_length} must be >= 2"
-        )
-
-    # one subword over the limit marks a pair as too long (truncation keeps `</s>`, so it is still one too many)
-    extra = 1 if drop_long else 0
-
-    def tokenize(batch):
-        sources = [pair[source_lang] for pair in batch["translation"]]
-        targets = [pair[target_lang] for pair in batch["translation"]]
-        encoded = tokenizer(sources, max_length=max_source_length + extra, truncation=True)
-        labels = tokenizer(text_target=targets, max_length=max_target_length + extra, truncation=True)["input_ids"]
-        encoded["labels"] = labels
-        return encoded
-
-    def fits(example):
-        return len(example["input_ids"]) <= max_source_length and len(example["labels"]) <= max_target_length
-
-    columns = dataset.column_names
-    if isinstance(columns, dict):
-        columns = next(iter(columns.values()))
-    if "translation" not in columns:
-        raise ValueError(f"expected a 'translation' column, found {columns}")
-    tokenized = dataset.map(tokenize, batched=True, remove_columns=columns, num_proc=num_proc, desc=desc)
-    return tokenized.filter(fits, num_proc=num_proc, desc="Dropping long pairs") if drop_long else tokenized

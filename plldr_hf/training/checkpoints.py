@@ -1,0 +1,88 @@
+"""Trainer checkpoints: which one to resume from, and a clear error for an incomplete or corrupt one.
+
+Both training pipelines (`train_causal_lm`, `train_translation`) resume through `resolve_checkpoint`: the newest
+complete `checkpoint-*` folder of the output directory (a run killed while writing its last checkpoint resumes from
+the one before), or a named folder, checked before Trainer reads it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from pathlib import Path
+
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["check_checkpoint", "resolve_checkpoint"]
+
+# spellings of "the newest checkpoint in the output folder" (`--resume` without a value, `resume=True`)
+_LATEST = ("last", "true", "True")
+
+
+def check_checkpoint(folder: str | os.PathLike) -> None:
+    """Raise `ValueError` naming the file when a Trainer checkpoint folder is incomplete or corrupt (a run killed
+    while it was being written, a truncated copy), instead of a deep error from torch or safetensors later."""
+    from safetensors import safe_open
+
+    folder = Path(folder)
+    state = folder / "trainer_state.json"
+    try:
+        json.loads(state.read_text())
+    except FileNotFoundError:
+        raise ValueError(
+            f"checkpoint {folder} is incomplete: {state.name} is missing (interrupted while saving?)"
+        ) from None
+    except (OSError, ValueError) as err:
+        raise ValueError(f"checkpoint file {state} is corrupt or truncated: {err}") from err
+    weights = sorted(folder.glob("*.safetensors"))
+    if not weights:
+        raise ValueError(f"checkpoint {folder} is incomplete: no model .safetensors file")
+    for path in weights:
+        try:
+            # opening checks the header and that the data covers the file, so a truncated copy fails here
+            with safe_open(str(path), framework="pt"):
+                pass
+        except Exception as err:  # safetensors raises its own error types for a bad header or length
+            raise ValueError(f"checkpoint file {path} is corrupt or truncated: {err}") from err
+    for name in ("optimizer.pt", "scheduler.pt"):
+        path = folder / name
+        if not path.is_file() or path.stat().st_size == 0:
+            raise ValueError(f"checkpoint {folder} is incomplete: {name} is missing or empty")
+
+
+def resolve_checkpoint(resume: str | bool | None, output_dir: str | os.PathLike) -> str | None:
+    """The checkpoint folder to resume from: None when `resume` is falsy; the newest complete `checkpoint-*` in
+    `output_dir` for `True` / `"last"`; otherwise `resume` itself, which must be a complete checkpoint."""
+    from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
+
+    if not resume:
+        return None
+    if isinstance(resume, (str, os.PathLike)) and str(resume) not in _LATEST:
+        if not Path(resume).is_dir():
+            raise FileNotFoundError(f"resume: checkpoint folder {resume} does not exist")
+        check_checkpoint(resume)
+        return str(resume)
+    folder = Path(output_dir)
+    candidates = (
+        sorted(
+            (p for p in folder.glob(f"{PREFIX_CHECKPOINT_DIR}-*") if p.is_dir() and p.name.split("-")[-1].isdigit()),
+            key=lambda p: int(p.name.split("-")[-1]),
+        )
+        if folder.is_dir()
+        else []
+    )
+    if not candidates:
+        raise FileNotFoundError(f"resume: no checkpoint-* folder in {output_dir}")
+    # the newest complete one: a run killed while writing its last checkpoint resumes from the one before
+    newest_error = None
+    for candidate in reversed(candidates):
+        try:
+            check_checkpoint(candidate)
+        except ValueError as err:
+            logger.warning("skipping %s: %s", candidate.name, err)
+            newest_error = newest_error or err
+            continue
+        return str(candidate)
+    raise newest_error

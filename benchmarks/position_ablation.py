@@ -184,35 +184,13 @@ def prepare_data(budget: Budget, cache_dir: Path):
     return tokenizer, raw, tokenized
 
 
-def _step_timer():
-    from transformers import TrainerCallback
-
-    class StepTimer(TrainerCallback):
-        """Wall time of each optimizer step (forward, backward, update), without logging or evaluation."""
-
-        def __init__(self):
-            self.times: list[float] = []
-            self.cpu_times: list[float] = []
-            self._start = self._start_cpu = None
-
-        def on_step_begin(self, args, state, control, **kwargs):
-            self._start, self._start_cpu = time.perf_counter(), time.process_time()
-
-        def on_step_end(self, args, state, control, **kwargs):
-            self.times.append(time.perf_counter() - self._start)
-            # CPU time of this process: with one thread per run it is what the step costs on an idle core, so
-            # its ratio stays meaningful when other jobs share the machine
-            self.cpu_times.append(time.process_time() - self._start_cpu)
-
-    return StepTimer()
-
-
 def run_one(variant: str, seed: int, budget: Budget, cache_dir: Path, *, evaluate: bool = True, steps=None) -> dict:
     """Trains one (variant, seed) and scores it; returns a JSON-serialisable record."""
     import torch
     from transformers import DataCollatorForSeq2Seq, set_seed
 
     from plldr_hf import AgfForConditionalGeneration
+    from plldr_hf.training.callbacks import StepTimerCallback
     from plldr_hf.training.recipes import build_agf_config, translation_training_arguments
     from plldr_hf.training.seq2seq import TranslationTrainer, evaluate_translation
 
@@ -250,7 +228,7 @@ def run_one(variant: str, seed: int, budget: Budget, cache_dir: Path, *, evaluat
         seed=seed,
         disable_tqdm=not sys.stderr.isatty(),
     )
-    timer = _step_timer()
+    timer = StepTimerCallback()
     trainer = TranslationTrainer(
         model=model,
         args=args,
@@ -265,7 +243,7 @@ def run_one(variant: str, seed: int, budget: Budget, cache_dir: Path, *, evaluat
     start = time.perf_counter()
     output = trainer.train()
     train_seconds = time.perf_counter() - start
-    skip = min(5, len(timer.times) // 2)
+    skip = min(5, len(timer.step_times) // 2)
     record = {
         "variant": variant,
         "seed": seed,
@@ -273,7 +251,7 @@ def run_one(variant: str, seed: int, budget: Budget, cache_dir: Path, *, evaluat
         "parameters": sum(p.numel() for p in model.parameters()),
         "train_loss": output.training_loss,
         "final_loss": next((h["loss"] for h in reversed(trainer.state.log_history) if "loss" in h), None),
-        "step_time": statistics.median(timer.times[skip:]),
+        "step_time": statistics.median(timer.step_times[skip:]),
         "step_cpu_time": statistics.median(timer.cpu_times[skip:]),
         "train_seconds": train_seconds,
     }

@@ -23,10 +23,7 @@ import torch  # noqa: E402
 torch.set_num_threads(1)
 
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-# every file a test reads lives inside the repo (tests/fixtures/README.md gives sources and licences), so the tests
-# pass on a plain clone
-FIXTURES = REPO_ROOT / "tests" / "fixtures"
+from tests.utils import FIXTURES  # noqa: E402  (after the environment above: it imports plldr_hf)
 
 
 @pytest.fixture(autouse=True)

@@ -22,33 +22,13 @@ DAG_WEIGHTS = (0.05, 0.05, 0.05)
 DDP_SETTINGS = ((2, 1), (1, 2))
 
 
-def tiny_config(dag_weights=DAG_WEIGHTS, **overrides):
-    from plldr_hf import PldrllmConfig
-
-    fields = dict(
-        vocab_size=99,
-        hidden_size=32,
-        num_attention_heads=2,
-        head_dim=16,
-        intermediate_size=37,
-        num_hidden_layers=2,
-        A_dff=8,
-        num_reslayerA=2,
-        num_denseA=2,
-        max_position_embeddings=64,
-        dag_weight_a_lm=dag_weights[0],
-        dag_weight_a_p=dag_weights[1],
-        dag_weight_g_lm=dag_weights[2],
-    )
-    fields.update(overrides)
-    return PldrllmConfig(**fields)
-
-
-def tiny_model(seed=0, **config_overrides):
+def tiny_model(seed=0, dag_weights=DAG_WEIGHTS, **config_overrides):
+    """`tests.utils.tiny_config` with the DAG term on, seeded, in training mode."""
     from plldr_hf import PldrllmForCausalLM
+    from tests.utils import tiny_config
 
     torch.manual_seed(seed)
-    return PldrllmForCausalLM(tiny_config(**config_overrides))
+    return PldrllmForCausalLM(tiny_config(dag_weights=dag_weights, **config_overrides))
 
 
 def four_examples(label_tokens=PACKED):
@@ -120,4 +100,6 @@ def main(out_path):
 
 
 if __name__ == "__main__":
+    # run as a script by torchrun: make the repository importable as `tests.utils`
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     main(sys.argv[1])

@@ -28,38 +28,25 @@ from pathlib import Path
 
 import torch
 
+from tests.utils import REPO_ROOT, TRANSLATION_WORDS, make_invariant, tiny_model, tiny_translation_tokenizer
+from tests.utils import tiny_agf as tiny_agf_model
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+
 LOADER = REPO_ROOT / "tests" / "hub_loader.py"
 FAKE_HUB = REPO_ROOT / "tools" / "fake_hub.py"
 
-WORDS = "the cat dog sat ran on a mat far away die katze hund sass lief auf einer matte weit weg".split()
+WORDS = TRANSLATION_WORDS
 PROMPTS_EN = ["the cat sat on a mat", "a dog ran far away"]
 PLDR_METRICS = {"perplexity": 17.25, "order_parameter": 3.5e-7}
 AGF_METRICS = {"bleu": 12.5, "chrf": 33.25, "accuracy": 0.4375}
 MAX_NEW_TOKENS = 6
 
 
-def tiny_tokenizer():
-    """Word-level tokenizer over `WORDS`; <pad>=0, <s>=1, </s>=2, <unk>=3; decodes to space-separated words."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
-    from transformers import PreTrainedTokenizerFast
-
-    vocab = ["<pad>", "<s>", "</s>", "<unk>"] + [f"▁{w}" for w in WORDS]
-    backend = Tokenizer(models.WordLevel({w: i for i, w in enumerate(vocab)}, unk_token="<unk>"))
-    backend.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="always")
-    # "never": a word keeps its leading space when decoded alone, as the text-generation pipeline decodes the new
-    # tokens apart from the prompt (like byte-level BPE; full decodes then start with a space)
-    backend.decoder = decoders.Metaspace(replacement="▁", prepend_scheme="never")
-    return PreTrainedTokenizerFast(
-        tokenizer_object=backend, pad_token="<pad>", bos_token="<s>", eos_token="</s>", unk_token="<unk>"
-    )
+tiny_tokenizer = tiny_translation_tokenizer
 
 
 def tiny_pldrllm(vocab_size: int, collapsed: bool = True):
     """A tiny PLDR-LLM; with `collapsed`, its metric learner is made input-invariant and G is frozen."""
-    from tests.utils import make_invariant, tiny_model
-
     model = tiny_model("sdpa", vocab_size=vocab_size, pad_token_id=0, bos_token_id=1, eos_token_id=2)
     if collapsed:
         report = make_invariant(model).collapse()
@@ -69,8 +56,6 @@ def tiny_pldrllm(vocab_size: int, collapsed: bool = True):
 
 def tiny_agf(vocab_size: int):
     """A tiny AGF model with PCM-V and position parameters moved off their symmetric init."""
-    from tests.utils import tiny_agf as tiny_agf_model
-
     model = tiny_agf_model(
         vocab_size=vocab_size,
         dropout=0.0,

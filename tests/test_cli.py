@@ -6,7 +6,7 @@ import sys
 import pytest
 
 from plldr_hf.cli import main
-from tests.conftest import REPO_ROOT
+from tests.utils import REPO_ROOT, tiny_agf, tiny_model
 
 
 def _run(*argv, timeout=300):
@@ -32,8 +32,8 @@ def test_help_imports_neither_torch_nor_transformers():
 
 
 def test_train_sizes_match_the_training_presets():
-    from plldr_hf.training.recipes import SIZES
     from plldr_hf.training.options import SIZE_NAMES as CLI_SIZES
+    from plldr_hf.training.recipes import SIZES
 
     assert sorted(CLI_SIZES) == sorted(SIZES)
 
@@ -70,8 +70,6 @@ def test_mistakes_are_one_line_with_status_2_and_leave_nothing(tmp_path, argv, m
 
 
 def test_collapse_refusal_speaks_in_flags(tmp_path, capsys):
-    from tests.utils import tiny_model
-
     folder = tmp_path / "model"
     tiny_model().save_pretrained(folder)
     assert main(["collapse", str(folder), str(tmp_path / "collapsed")]) == 1
@@ -81,20 +79,8 @@ def test_collapse_refusal_speaks_in_flags(tmp_path, capsys):
 
 
 def test_wrong_model_type_is_named(tmp_path, capsys):
-    from plldr_hf import AgfConfig, AgfForConditionalGeneration
-
     folder = tmp_path / "agf"
-    config = AgfConfig(
-        vocab_size=99,
-        d_model=32,
-        encoder_layers=1,
-        decoder_layers=1,
-        encoder_attention_heads=2,
-        decoder_attention_heads=2,
-        encoder_ffn_dim=32,
-        decoder_ffn_dim=32,
-    )
-    AgfForConditionalGeneration(config).save_pretrained(folder)
+    tiny_agf().save_pretrained(folder)
     capsys.readouterr()
     assert main(["collapse", str(folder), str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err.strip()
@@ -106,26 +92,12 @@ def test_bad_model_inputs_name_the_argument_and_the_range(family):
     import torch
 
     if family == "pldrllm":
-        from tests.utils import tiny_model
-
         model = tiny_model()
 
         def call(ids, mask=None):
             return model(ids, attention_mask=mask, use_cache=False)
     else:
-        from plldr_hf import AgfConfig, AgfForConditionalGeneration
-
-        config = AgfConfig(
-            vocab_size=99,
-            d_model=32,
-            encoder_layers=1,
-            decoder_layers=1,
-            encoder_attention_heads=2,
-            decoder_attention_heads=2,
-            encoder_ffn_dim=32,
-            decoder_ffn_dim=32,
-        )
-        model = AgfForConditionalGeneration(config).eval()
+        model = tiny_agf()
 
         def call(ids, mask=None):
             return model(ids, attention_mask=mask, decoder_input_ids=torch.tensor([[1, 5]]), use_cache=False)

@@ -8,8 +8,8 @@ from safetensors import safe_open
 from transformers import AutoModelForCausalLM
 
 from plldr_hf.cli import build_parser, main
-from tests.test_collapse import tiny_tokenizer
 from tests.utils import make_invariant, tiny_model
+from tests.utils import tiny_pldrllm_tokenizer as tiny_tokenizer
 
 
 IDS = torch.tensor([[5, 9, 14, 7, 30, 41, 8]])

@@ -8,9 +8,9 @@ import torch.nn.functional as F
 from datasets import Dataset
 
 from plldr_hf.cli import main
-from plldr_hf_cli.commands.evaluate.pldrllm import perplexity
-from tests.test_collapse import tiny_tokenizer
+from plldr_hf.evaluation import perplexity
 from tests.utils import tiny_model
+from tests.utils import tiny_pldrllm_tokenizer as tiny_tokenizer
 
 
 def test_evaluate_pldrllm_perplexity(tmp_path):

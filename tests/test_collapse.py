@@ -12,6 +12,7 @@ from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
 from plldr_hf.models.pldrllm import modeling_pldrllm as mp
 from tests.utils import assert_close, make_invariant, tiny_model
+from tests.utils import tiny_pldrllm_tokenizer as tiny_tokenizer
 
 
 def input_ids(batch=2, length=11, seed=3):
@@ -47,19 +48,6 @@ def forbid_metric_learner(monkeypatch):
     monkeypatch.setattr(mp.PldrllmAttention, "deductive_outputs", fail)
     monkeypatch.setattr(mp.PldrllmResidualUnit, "forward", fail)
     monkeypatch.setattr(mp.PldrllmPowerLawGraphLayer, "forward", fail)
-
-
-def tiny_tokenizer():
-    from tokenizers import Tokenizer, models, pre_tokenizers
-    from transformers import PreTrainedTokenizerFast
-
-    words = "the a cat dog sat on mat and ran far away over hill bird sang".split()
-    vocab = {"[PAD]": 0, "[UNK]": 1, "[BOS]": 2, "[END]": 3, **{w: i + 4 for i, w in enumerate(words)}}
-    backend = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
-    backend.pre_tokenizer = pre_tokenizers.Whitespace()
-    return PreTrainedTokenizerFast(
-        tokenizer_object=backend, unk_token="[UNK]", pad_token="[PAD]", bos_token="[BOS]", eos_token="[END]"
-    )
 
 
 @pytest.mark.parametrize("reference_rope", [True, False], ids=["interleaved", "neox"])

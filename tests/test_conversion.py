@@ -14,8 +14,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 import plldr_hf
 from plldr_hf.cli import main as cli_main
-from tests.conftest import FIXTURES
-from tests.utils import assert_close, tiny_config
+from tests.utils import FIXTURES, assert_close, tiny_config
 
 
 LEGACY = FIXTURES / "pldrllm_legacy_pth"

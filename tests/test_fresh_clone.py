@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from tests.conftest import REPO_ROOT
+from tests.utils import REPO_ROOT
 
 
 FIXTURE_TESTS = [

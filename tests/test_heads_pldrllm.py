@@ -24,8 +24,7 @@ from plldr_hf import (
     PldrllmForSequenceClassification,
     PldrllmForTokenClassification,
 )
-from tests.conftest import FIXTURES
-from tests.utils import assert_close, tiny_config
+from tests.utils import FIXTURES, assert_close, tiny_config
 
 
 HEADS = {
@@ -164,7 +163,7 @@ def test_question_answering_trains_and_runs_in_its_pipeline(tokenizer, tmp_path)
 def test_classifier_example_runs(tmp_path, capsys):
     import runpy
 
-    from tests.conftest import REPO_ROOT
+    from tests.utils import REPO_ROOT
 
     example = runpy.run_path(str(REPO_ROOT / "examples" / "finetune_pldrllm_classifier.py"))
     assert example["main"](["--tiny", "--output-dir", str(tmp_path / "langid")]) == 0

@@ -1,4 +1,5 @@
-"""The README's commands work as written: the set-up commands match `.ci/run`, the Python quick starts run, every
+"""The README's commands work as written: the set-up commands match `.ci/run`, the Python quick starts print what the
+README shows (`# →` lines), every
 `plldr-hf` command line parses against the real CLI, the `--tiny` training commands run, and every referenced
 script exists."""
 
@@ -10,7 +11,7 @@ import sys
 import pytest
 
 from plldr_hf.cli import build_parser
-from tests.conftest import REPO_ROOT
+from tests.utils import REPO_ROOT
 
 
 README = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
@@ -50,10 +51,19 @@ def test_setup_commands_match_ci():
 RUNNABLE = [block for block in code_blocks("python") if "import plldr_hf" in block and "path/to/" not in block]
 
 
+def expected_output(block: str) -> list[str]:
+    """The lines a block says it prints: the text after `# → ` on each `print(...)` line, in order."""
+    return [line.split("# → ", 1)[1].strip() for line in block.splitlines() if "# → " in line]
+
+
 @pytest.mark.parametrize("index", range(len(RUNNABLE)))
-def test_python_quick_starts_run(index):
+def test_python_quick_starts_print_what_they_say(index, capsys):
     assert len(RUNNABLE) >= 2
-    exec(compile(RUNNABLE[index], f"README python block {index}", "exec"), {})
+    block = RUNNABLE[index]
+    expected = expected_output(block)
+    assert expected, f"README python block {index} shows no `# →` output to check"
+    exec(compile(block, f"README python block {index}", "exec"), {})
+    assert capsys.readouterr().out.splitlines() == expected
 
 
 @pytest.mark.parametrize("argv", plldr_commands(), ids=lambda argv: " ".join(argv)[:60])

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from tests.conftest import REPO_ROOT
+from tests.utils import REPO_ROOT
 
 
 FLAGS = (

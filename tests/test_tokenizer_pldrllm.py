@@ -15,7 +15,7 @@ import sentencepiece as spm
 from transformers import AutoTokenizer
 
 from plldr_hf import PldrllmTokenizer
-from tests.conftest import FIXTURES, REPO_ROOT
+from tests.utils import FIXTURES, REPO_ROOT
 
 
 RELEASED = FIXTURES / "pldrllm_released"

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from tests.conftest import REPO_ROOT
+from tests.utils import REPO_ROOT
 
 
 @pytest.mark.slow

@@ -164,19 +164,23 @@ class ClipGradValueCallback(TrainerCallback):
 
 class StepTimerCallback(TrainerCallback):
     """Records the wall time of every optimizer step (forward, backward and optimizer, including accumulation)
-    in `step_times` (seconds); evaluation and checkpointing fall outside the measured interval."""
+    in `step_times` and this process's CPU time in `cpu_times` (seconds); evaluation and checkpointing fall outside
+    the measured interval. With one thread per run the CPU time is what the step costs on an idle core, so its ratio
+    stays meaningful when other jobs share the machine."""
 
     def __init__(self):
         self.step_times: list[float] = []
-        self._start = None
+        self.cpu_times: list[float] = []
+        self._start = self._start_cpu = None
 
     def on_step_begin(self, args, state, control, **kwargs):
-        self._start = time.perf_counter()
+        self._start, self._start_cpu = time.perf_counter(), time.process_time()
 
     def on_step_end(self, args, state, control, **kwargs):
         if self._start is not None:
             self.step_times.append(time.perf_counter() - self._start)
-            self._start = None
+            self.cpu_times.append(time.process_time() - self._start_cpu)
+            self._start = self._start_cpu = None
 
     def summary(self, skip: int = 2) -> dict:
         """Median / mean seconds per step, skipping the first `skip` steps (allocation and warm-up)."""

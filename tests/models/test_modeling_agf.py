@@ -11,16 +11,23 @@ import warnings
 import pytest
 import torch
 import torch.nn.functional as F
-from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM
+from transformers import AutoConfig, AutoModel
 from transformers.modeling_outputs import BaseModelOutput
 
 import plldr_hf
 from plldr_hf import AgfConfig, AgfForConditionalGeneration, AgfModel
 from plldr_hf.models.agf import modeling_agf as agf
-from tests.utils import assert_close
+from tests.utils import (
+    BOS,
+    EOS,
+    PAD,
+    assert_close,
+    assert_generate_cache_equals_no_cache,
+    assert_padded_generation_equals_rows_alone,
+    assert_save_load_bit_identical,
+    tiny_agf_config,
+)
 
-
-PAD, BOS, EOS = 0, 1, 2
 
 # readable ids for every position encoding, plus the AGF switches that change the wiring
 VARIANTS = {
@@ -56,28 +63,6 @@ POSITION_PARAMETER_NAMES = (
 )
 
 
-def tiny_config(**overrides) -> AgfConfig:
-    kwargs = {
-        "vocab_size": 99,
-        "d_model": 32,
-        "encoder_layers": 2,
-        "decoder_layers": 2,
-        "encoder_attention_heads": 4,
-        "decoder_attention_heads": 4,
-        "encoder_ffn_dim": 37,
-        "decoder_ffn_dim": 37,
-        "dropout": 0.0,
-        # large enough that attention, and therefore every position term, visibly moves the logits
-        "init_std": 0.2,
-        "pad_token_id": PAD,
-        "bos_token_id": BOS,
-        "eos_token_id": EOS,
-        "decoder_start_token_id": BOS,
-    }
-    kwargs.update(overrides)
-    return AgfConfig(**kwargs)
-
-
 def randomize_position_parameters(model: torch.nn.Module, scale: float = 0.5) -> None:
     """Move positional parameters off their symmetric init so that ± sides, heads and distances all differ."""
     with torch.no_grad():
@@ -89,7 +74,7 @@ def randomize_position_parameters(model: torch.nn.Module, scale: float = 0.5) ->
 
 
 def make_model(variant: str, **overrides) -> AgfForConditionalGeneration:
-    model = AgfForConditionalGeneration(tiny_config(**VARIANTS[variant], **overrides))
+    model = AgfForConditionalGeneration(tiny_agf_config(**VARIANTS[variant], **overrides))
     randomize_position_parameters(model)
     return model.eval()
 
@@ -131,7 +116,7 @@ def test_config_defaults_aliases_and_round_trip():
     assert config.position_encoding == "agf" and config.pcmv is False and config.agf_cross_attention == "none"
     assert config.tie_word_embeddings and config.is_encoder_decoder and config.use_cache
     assert config.hidden_size == 512 and config.num_attention_heads == 8 and config.num_hidden_layers == 3
-    config = tiny_config(pcmv=True, agf_amplitude_max_distance=5)
+    config = tiny_agf_config(pcmv=True, agf_amplitude_max_distance=5)
     restored = AgfConfig.from_dict(config.to_dict())
     assert restored.to_dict() == config.to_dict()
 
@@ -159,7 +144,7 @@ def test_config_defaults_aliases_and_round_trip():
 )
 def test_invalid_config_raises_naming_the_field(overrides, field):
     with pytest.raises(ValueError, match=field):
-        tiny_config(**overrides)
+        tiny_agf_config(**overrides)
 
 
 # attention identities and formulas
@@ -169,13 +154,13 @@ def test_unit_coefficient_equals_position_free_attention_exactly():
     # agf_init="flat" gives k = 0, so c = exp(0) = 1 exactly: AGF must reproduce NoPE bit for bit, and PCM-V with
     # c ≡ 1 must reproduce AGF
     torch.manual_seed(0)
-    nope = AgfForConditionalGeneration(tiny_config(position_encoding="none")).eval()
+    nope = AgfForConditionalGeneration(tiny_agf_config(position_encoding="none")).eval()
     input_ids, attention_mask = left_padded_source()
     decoder_input_ids = torch.tensor([[BOS, 4, 5, 6], [BOS, 7, 8, 9]])
     with torch.no_grad():
         reference = nope(input_ids, attention_mask=attention_mask, decoder_input_ids=decoder_input_ids).logits
         for overrides in ({}, {"pcmv": True}, {"pcmv": True, "agf_directional": False}):
-            flat = AgfForConditionalGeneration(tiny_config(agf_init="flat", **overrides)).eval()
+            flat = AgfForConditionalGeneration(tiny_agf_config(agf_init="flat", **overrides)).eval()
             missing, unexpected = flat.load_state_dict(nope.state_dict(), strict=False)
             assert not unexpected and all(name.endswith(("radius_raw", "exponent")) for name in missing)
             logits = flat(input_ids, attention_mask=attention_mask, decoder_input_ids=decoder_input_ids).logits
@@ -341,7 +326,7 @@ def _independent_bias(kind: str, module, delta: torch.Tensor) -> torch.Tensor:
 
 @pytest.mark.parametrize("kind", ["alibi", "kerple_power", "kerple_log", "t5"])
 def test_bias_baselines_match_independent_formula(kind):
-    config = tiny_config(position_encoding=kind)
+    config = tiny_agf_config(position_encoding=kind)
     module = agf.build_position_module(config, 4, 8, causal=False)
     for param in module.parameters():
         torch.nn.init.uniform_(param, -0.5, 2.5)  # also exercises the KERPLE clamps on both sides
@@ -405,7 +390,7 @@ FLEX_CASES = ["agf", "agf_pcmv_shared", "agf_pcmv_separate", "alibi", "kerple_po
 def test_flex_forward_equals_eager_on_cpu(case):
     q, k, v, keep, q_pos, k_pos = _attention_inputs(dtype=torch.float64)
     kind = case.split("_pcmv")[0]
-    config = tiny_config(position_encoding=kind, agf_amplitude_max_distance=3, agf_learn_base=True)
+    config = tiny_agf_config(position_encoding=kind, agf_amplitude_max_distance=3, agf_learn_base=True)
     module = agf.build_position_module(config, 4, 8, causal=False)
     value_module = agf.build_position_module(config, 4, 8, causal=False)
     for param in [*(module.parameters() if module else ()), *(value_module.parameters() if value_module else ())]:
@@ -531,7 +516,7 @@ def test_loss_is_cross_entropy_on_unshifted_labels():
     # gradient accumulation: the Trainer passes the label-token count of the whole accumulated batch
     summed = model(input_ids, attention_mask=attention_mask, labels=labels, num_items_in_batch=torch.tensor(21)).loss
     assert_close("loss / num_items_in_batch", expected * 7 / 21, summed)
-    smoothed = AgfForConditionalGeneration(tiny_config(label_smoothing=0.1)).eval()
+    smoothed = AgfForConditionalGeneration(tiny_agf_config(label_smoothing=0.1)).eval()
     smoothed.load_state_dict(model.state_dict())
     out = smoothed(input_ids, attention_mask=attention_mask, labels=labels)
     expected = F.cross_entropy(out.logits.reshape(-1, 99), labels.reshape(-1), label_smoothing=0.1)
@@ -633,31 +618,16 @@ GENERATION_CASES.append(("agf_all_components", "sample"))
 def test_generate_with_cache_equals_without_cache(variant, mode):
     model = make_model(variant)
     input_ids, attention_mask = left_padded_source()
-    kwargs = {
-        "attention_mask": attention_mask,
-        "max_new_tokens": 5,
-        "min_new_tokens": 5,
-        "return_dict_in_generate": True,
-        "output_logits": True,
-        **GENERATION_MODES[mode],
-    }
-    results = []
-    for use_cache in (True, False):
-        torch.manual_seed(0)
-        results.append(model.generate(input_ids, use_cache=use_cache, **kwargs))
-    cached, uncached = results
-    assert torch.equal(cached.sequences, uncached.sequences)
-    for step, (a, b) in enumerate(zip(cached.logits, uncached.logits)):
-        assert_close(f"{mode} step {step} logits", b, a, atol=1e-4)
+    inputs = {"input_ids": input_ids, "attention_mask": attention_mask}
+    assert_generate_cache_equals_no_cache(model, inputs, new_tokens=5, **GENERATION_MODES[mode])
 
 
 def test_generate_padded_batch_equals_single_examples():
     model = make_model("agf_all_components")
     input_ids, attention_mask = left_padded_source()
-    batch = model.generate(input_ids, attention_mask=attention_mask, max_new_tokens=6, min_new_tokens=6, num_beams=2)
-    for row, start in ((0, 0), (1, 3)):
-        alone = model.generate(input_ids[row : row + 1, start:], max_new_tokens=6, min_new_tokens=6, num_beams=2)
-        assert torch.equal(alone[0], batch[row])
+    assert attention_mask[1, :3].sum() == 0  # row 1 is left-padded by 3
+    inputs = {"input_ids": input_ids, "attention_mask": attention_mask}
+    assert_padded_generation_equals_rows_alone(model, inputs, new_tokens=6, num_beams=2)
 
 
 def test_tokenizer_generate_decode_round_trip():
@@ -758,13 +728,14 @@ def test_save_load_round_trip_and_auto_classes(tmp_path):
     assert config_json["auto_map"]["AutoModelForSeq2SeqLM"] == "modeling_agf.AgfForConditionalGeneration"
     assert (tmp_path / "configuration_agf.py").is_file() and (tmp_path / "modeling_agf.py").is_file()
 
-    reloaded = AutoModelForSeq2SeqLM.from_pretrained(tmp_path).eval()
+    input_ids, attention_mask = left_padded_source()
+    decoder_input_ids = torch.tensor([[BOS, 4, 5], [BOS, 6, 7]])
+    inputs = {"input_ids": input_ids, "attention_mask": attention_mask, "decoder_input_ids": decoder_input_ids}
+    reloaded = assert_save_load_bit_identical(model, tmp_path, inputs)
     assert type(reloaded) is AgfForConditionalGeneration
     assert isinstance(AutoConfig.from_pretrained(tmp_path), AgfConfig)
     assert reloaded.lm_head.weight.data_ptr() == reloaded.model.shared.weight.data_ptr()
     assert reloaded.model.encoder.embed_tokens.weight.data_ptr() == reloaded.model.shared.weight.data_ptr()
-    input_ids, attention_mask = left_padded_source()
-    decoder_input_ids = torch.tensor([[BOS, 4, 5], [BOS, 6, 7]])
     with torch.no_grad():
         before = model(input_ids, attention_mask=attention_mask, decoder_input_ids=decoder_input_ids)
         after = reloaded(input_ids, attention_mask=attention_mask, decoder_input_ids=decoder_input_ids)

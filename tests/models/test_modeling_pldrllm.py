@@ -10,7 +10,15 @@ from transformers import AutoConfig, AutoModelForCausalLM, DynamicCache
 import plldr_hf
 from plldr_hf import PldrllmConfig, PldrllmForCausalLM
 from plldr_hf.models.pldrllm import modeling_pldrllm as mp
-from tests.utils import assert_close, make_invariant, tiny_config, tiny_model
+from tests.utils import (
+    assert_close,
+    assert_generate_cache_equals_no_cache,
+    assert_padded_generation_equals_rows_alone,
+    assert_save_load_bit_identical,
+    make_invariant,
+    tiny_config,
+    tiny_model,
+)
 
 
 def constant_g_models():
@@ -127,12 +135,10 @@ def test_cache_equals_no_cache_for_constant_g(name, model):
     ids = torch.randint(4, 99, (2, 9))
     mask = torch.ones_like(ids)
     mask[1, :3] = 0
-    for kwargs in ({"num_beams": 1}, {"num_beams": 3}):
-        cached = model.generate(ids, attention_mask=mask, max_new_tokens=6, do_sample=False, use_cache=True, **kwargs)
-        uncached = model.generate(
-            ids, attention_mask=mask, max_new_tokens=6, do_sample=False, use_cache=False, **kwargs
+    for num_beams in (1, 3):
+        assert_generate_cache_equals_no_cache(
+            model, {"input_ids": ids, "attention_mask": mask}, new_tokens=6, num_beams=num_beams, do_sample=False
         )
-        assert cached.tolist() == uncached.tolist(), f"{name} {kwargs}"
 
 
 @pytest.mark.parametrize("name,model", CONSTANT_G, ids=[n for n, _ in CONSTANT_G])
@@ -156,9 +162,7 @@ def test_padded_row_equals_example_alone(name, model):
     padded = model(ids, attention_mask=mask, position_ids=positions).logits
     alone = model(row).logits
     assert_close(name, alone[0], padded[0, 3:], atol=1e-5)
-    gen_pad = model.generate(ids, attention_mask=mask, max_new_tokens=5, do_sample=False)
-    gen_alone = model.generate(row, max_new_tokens=5, do_sample=False)
-    assert gen_pad[0, 3:].tolist() == gen_alone[0].tolist()
+    assert_padded_generation_equals_rows_alone(model, {"input_ids": ids, "attention_mask": mask}, do_sample=False)
 
 
 def test_learned_g_cache_is_frozen_from_prompt():
@@ -217,12 +221,12 @@ def test_low_precision_forward_is_finite_and_close(dtype, tolerance):
 def test_save_load_round_trip_is_bit_identical(tmp_path):
     for name, model in CONSTANT_G[:3] + [("learned", tiny_model())]:
         ids = torch.randint(4, 99, (2, 7))
-        model.save_pretrained(tmp_path / name)
-        loaded = AutoModelForCausalLM.from_pretrained(tmp_path / name, attn_implementation="eager").eval()
+        loaded = assert_save_load_bit_identical(
+            model, tmp_path / name, {"input_ids": ids}, attn_implementation="eager"
+        )
         assert type(loaded) is PldrllmForCausalLM
         assert loaded.config.collapsed == model.config.collapsed
         assert loaded.config.custom_G_type == model.config.custom_G_type
-        assert torch.equal(model(ids).logits, loaded(ids).logits), name
 
 
 def test_config_round_trip_and_auto():

@@ -84,7 +84,7 @@ def _merge_cache_kwargs(cache: Cache | None, past_key_values: Cache | None, owne
     """One cache from either spelling; the old one warns where transformers deprecates it, as in-tree models do."""
     if past_key_values is not None:
         if cache is not None and cache is not past_key_values:
-            raise ValueError(f"{owner}: pass the decoder cache as `cache` or `past_key_values`, not both")
+            raise ValueError(f"{owner}: pass the cache as `cache` or `past_key_values`, not both")
         if CACHE_NAME == "cache":
             warnings.warn(
                 f"`past_key_values` is deprecated and will be removed in version 5.40.0 for `{owner}`. "

@@ -8,7 +8,8 @@ Workloads (full sizes; `--quick` shrinks every model and input to a smoke run):
 | `decode_b1` | greedy decode, batch 1, prompt 128, 48 new tokens | PLDR collapsed (DynamicCache; StaticCache eager; StaticCache + `torch.compile`), PLDR uncollapsed (KV + G cache), `LlamaForCausalLM` (DynamicCache; StaticCache + `torch.compile`) |
 | `decode_b8` | the same, batch 8, 32 new tokens | the same |
 | `scoring` | forward without cache, batch 16 × 32 tokens (lm-eval log-likelihood) | PLDR uncollapsed (metric learner), PLDR collapsed, Llama |
-| `train` | training step, forward + backward, batch 4 × 256, SDPA | PLDR with the DAG term off / on, Llama |
+| `train` | training step, forward + backward, batch 4 × 256, SDPA; peak memory of each contender in a fresh process | PLDR default (units recomputed in backward), fastest (compiled units), default + DAG term, Llama |
+| `train_small` | the same at the `small` training size (4 layers × 256 wide) | PLDR default, Llama |
 | `agf_attention` | one self-attention module, forward + backward, batch 16 × 128, eager | AGF + PCM-V, AGF, sinusoidal |
 | `agf_train` | translation training step, forward + backward, batch 16, 64 source and 64 target tokens | AGF + PCM-V, AGF, sinusoidal (eager), `MarianMTModel` (SDPA) |
 | `agf_decode` | greedy translation, batch 8, 32 source tokens, 32 new tokens | AGF + PCM-V, sinusoidal, `MarianMTModel` |
@@ -23,7 +24,8 @@ Protocol: per workload, one warm-up run per contender (it includes `torch.compil
 affects them alike. Reported: median wall time (and min–max), median process CPU time (all threads; with
 `--threads 1` it is nearly independent of other processes' load), tokens/s for decoding, the largest extra heap in
 use during a run (glibc `mallinfo2`, `generate_speed.HeapPeak`) next to the weights, and the ratios the issue sets
-targets for. Numbers are reported, never asserted.
+targets for, with the FLOP bound of each PLDR-LLM ratio computed from the config (`benchmarks/flops.py`). Numbers are
+reported, never asserted.
 
     python -m benchmarks run                     # full protocol; writes benchmarks/results.md and results.json
     python -m benchmarks run --quick             # tiny sizes, well under 2 minutes (CI smoke)
@@ -54,6 +56,21 @@ DEFAULT_QUICK_OUTPUT = RESULTS_DIR / "runs" / "quick" / "results"  # runs/ is gi
 
 # PLDR-LLM / Llama sizes come from the decode benchmark (issue 3), so both suites measure the same models
 PLDR_SIZES = {"full": generate_speed.FULL, "quick": generate_speed.QUICK}
+# the `small` size of `plldr-hf train pldrllm` (plldr_hf.training.recipes.SIZES["small"]), its vocabulary included
+SMALL_SIZES = {
+    "full": dict(
+        vocab_size=4096,
+        hidden_size=256,
+        num_hidden_layers=4,
+        num_attention_heads=4,
+        head_dim=64,
+        intermediate_size=682,
+        A_dff=170,
+        num_reslayerA=8,
+        num_denseA=2,
+    ),
+    "quick": generate_speed.QUICK,
+}
 AGF_SIZES = {
     "full": dict(
         vocab_size=8000,
@@ -83,6 +100,7 @@ PROTOCOL = {
         decode_b8=dict(batch=8, prompt=128, new_tokens=32, repeats=3),
         scoring=dict(batch=16, length=32, repeats=5),
         train=dict(batch=4, length=256, repeats=3),
+        train_small=dict(batch=4, length=256, repeats=5),
         agf_attention=dict(batch=16, length=128, repeats=7),
         agf_train=dict(batch=16, source=64, target=64, repeats=5),
         agf_decode=dict(batch=8, source=32, new_tokens=32, repeats=3),
@@ -92,12 +110,13 @@ PROTOCOL = {
         decode_b8=dict(batch=2, prompt=16, new_tokens=8, repeats=2),
         scoring=dict(batch=4, length=16, repeats=2),
         train=dict(batch=2, length=32, repeats=2),
+        train_small=dict(batch=2, length=32, repeats=2),
         agf_attention=dict(batch=2, length=16, repeats=2),
         agf_train=dict(batch=2, source=12, target=10, repeats=2),
         agf_decode=dict(batch=2, source=8, new_tokens=6, repeats=2),
     ),
 }
-WORKLOADS = ("decode_b1", "decode_b8", "scoring", "train", "agf_attention", "agf_train", "agf_decode")
+WORKLOADS = ("decode_b1", "decode_b8", "scoring", "train", "train_small", "agf_attention", "agf_train", "agf_decode")
 # any positive DAG weight switches the term on; its cost does not depend on the value
 DAG_WEIGHTS = (0.005, 0.005, 0.005)
 HEAP_INTERVAL = 2e-3
@@ -120,15 +139,25 @@ class Ratio:
     label: str
     numerator: str
     denominator: str
-    kind: str  # "time": ratio of times (× time); "speed": ratio of tokens/s (× speed); "speedup": denominator/numerator time
+    kind: (
+        str  # "time": ratio of times (× time); "speed": ratio of tokens/s (× speed); "speedup": denominator/numerator
+    )
+    # time; "memory": ratio of the peak extra memory measured in fresh processes
     target: float | None = None
     op: str | None = None  # ">=" or "<="
     value: float | None = None  # from the median wall times: the reported ratio, the one the target is about
     value_cpu: float | None = None  # the same from the median process CPU times (robust to other processes' load)
     met: bool | None = None
+    bound: float | None = None  # the FLOP bound of a time ratio, from the config (`benchmarks/flops.py`)
 
     def evaluate(self, measured: dict) -> None:
         num, den = measured[self.numerator], measured[self.denominator]
+        if self.kind == "memory":
+            self.value = num["fresh_peak_bytes"] / den["fresh_peak_bytes"]
+            self.value_cpu = None
+            if self.target is not None:
+                self.met = self.value <= self.target if self.op == "<=" else self.value >= self.target
+            return
         for key, attribute in (("median_s", "value"), ("cpu_s", "value_cpu")):
             if self.kind == "speed":
                 value = (num["tokens"] / num[key]) / (den["tokens"] / den[key])
@@ -142,7 +171,7 @@ class Ratio:
 
     @property
     def unit(self) -> str:
-        return {"time": "× time", "speed": "× speed", "speedup": "× faster"}[self.kind]
+        return {"time": "× time", "speed": "× speed", "speedup": "× faster", "memory": "× memory"}[self.kind]
 
 
 @dataclass
@@ -155,6 +184,7 @@ class Workload:
     notes: list[str] = field(default_factory=list)
     measured: dict = field(default_factory=dict)
     wall_s: float = 0.0  # the whole workload: warm-ups, repeats, profiling
+    size: str | None = None  # "full" / "quick": the sizes its fresh-process memory runs rebuild
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -285,9 +315,19 @@ def decode_workload(key: str, models: Models, protocol: dict, compile_decode: bo
             "collapsed_static", "PLDR collapsed, StaticCache (eager)", _greedy(m["a"], ids, new, **static), tokens
         ),
     ]
+    from benchmarks import flops
+
     ratios = [
         Ratio("collapsed / Llama", "collapsed", "llama", "speed", 1.0 if batch == 1 else 0.95, ">="),
-        Ratio("uncollapsed (KV + G cache) / Llama", "uncollapsed", "llama", "speed", 0.95, ">="),
+        Ratio(
+            "uncollapsed (KV + G cache) / Llama",
+            "uncollapsed",
+            "llama",
+            "time",
+            1.2 if batch > 1 else 1 / 0.95,
+            "<=",
+            bound=flops.decode_bound(m["b"].config, batch, prompt, new),
+        ),
         Ratio("collapsed StaticCache eager / DynamicCache", "collapsed_static", "collapsed", "speed"),
     ]
     if compile_decode:
@@ -333,6 +373,8 @@ def decode_workload(key: str, models: Models, protocol: dict, compile_decode: bo
 def scoring_workload(models: Models, protocol: dict) -> Workload:
     import torch
 
+    from benchmarks import flops
+
     m = models.pldr()
     ids = _ids(protocol["batch"], protocol["length"], PLDR_SIZES[models.mode]["vocab_size"], seed=16)
 
@@ -353,56 +395,132 @@ def scoring_workload(models: Models, protocol: dict) -> Workload:
     ratios = [
         Ratio("collapsed speed-up over uncollapsed", "collapsed", "uncollapsed", "speedup", 3.5, ">="),
         Ratio("collapsed / Llama", "collapsed", "llama", "time", 1.10, "<="),
-        Ratio("uncollapsed / Llama", "uncollapsed", "llama", "time"),
+        Ratio(
+            "uncollapsed / Llama",
+            "uncollapsed",
+            "llama",
+            "time",
+            2.2,
+            "<=",
+            bound=flops.scoring_bound(m["b"].config, protocol["batch"], protocol["length"]),
+        ),
     ]
     notes = ["one forward over the whole batch, logits of every position, `use_cache=False`, no grad"]
     title = f"scoring forward, batch {protocol['batch']} × {protocol['length']} tokens, no cache"
     return Workload("scoring", title, protocol, contenders, ratios, notes)
 
 
+# the training contenders' settings: (metric_learner_checkpointing, metric_learner_compile, DAG term on)
+PLDR_SETTINGS = {
+    "pldr": (True, False, False),  # the defaults
+    "pldr_fast": (False, True, False),  # the fastest setting: compiled units, activations stored
+    "pldr_dag": (True, False, True),  # the defaults with the DAG regulariser on
+}
+
+
+def configure_pldr(model, contender: str) -> None:
+    """Set a PLDR-LLM's config to the contender's settings (`PLDR_SETTINGS`); the contenders share one model."""
+    checkpointing, compiled, dag = PLDR_SETTINGS[contender]
+    config = model.config
+    config.metric_learner_checkpointing, config.metric_learner_compile = checkpointing, compiled
+    config.dag_weight_a_lm, config.dag_weight_a_p, config.dag_weight_g_lm = DAG_WEIGHTS if dag else (0.0, 0.0, 0.0)
+
+
+def training_step(model, ids, contender: str | None = None) -> Callable[[], None]:
+    """One forward + backward of the causal-LM loss (labels = inputs) in training mode, gradients freed after."""
+
+    def run():
+        if contender is not None:
+            configure_pldr(model, contender)
+        try:
+            model.train()
+            model.zero_grad(set_to_none=True)
+            model(input_ids=ids, labels=ids).loss.backward()
+        finally:
+            model.zero_grad(set_to_none=True)
+            model.eval()
+
+    return run
+
+
+def fresh_process_peaks(contenders: list[str], size: str, protocol: dict, threads: int) -> dict[str, int]:
+    """Peak extra heap of one training step per contender, each in its own fresh process (`benchmarks/memory.py`)."""
+    import subprocess
+
+    peaks = {}
+    for contender in contenders:
+        command = [sys.executable, "-m", "benchmarks.memory", contender, size]
+        command += [str(protocol["batch"]), str(protocol["length"]), str(threads)]
+        proc = subprocess.run(command, capture_output=True, text=True, cwd=RESULTS_DIR.parent, timeout=1800)
+        if proc.returncode != 0:
+            raise RuntimeError(f"memory run of {contender} failed:\n{proc.stderr[-3000:]}")
+        peaks[contender.removesuffix("_small")] = json.loads(proc.stdout.strip().splitlines()[-1])["peak_extra_bytes"]
+    return peaks
+
+
+def _train_contenders(pldr, llama, ids, *, small: bool = False) -> list[Contender]:
+    labels = {
+        "pldr": "PLDR-LLM, default settings (units recomputed in backward, DAG off)",
+        "pldr_fast": "PLDR-LLM, fastest setting (compiled units, DAG off)",
+        "pldr_dag": "PLDR-LLM, default settings, DAG term on",
+    }
+    keys = ("pldr",) if small else ("pldr", "pldr_fast", "pldr_dag")
+    contenders = [
+        Contender(k, labels[k], training_step(pldr, ids, k), weights=generate_speed.weight_bytes(pldr)) for k in keys
+    ]
+    contenders.append(
+        Contender("llama", "Llama", training_step(llama, ids), weights=generate_speed.weight_bytes(llama))
+    )
+    return contenders
+
+
 def train_workload(models: Models, protocol: dict) -> Workload:
+    from benchmarks import flops
+
     m = models.pldr()
     pldr, llama = m["b"], m["d"]
     ids = _ids(protocol["batch"], protocol["length"], PLDR_SIZES[models.mode]["vocab_size"], seed=4)
-
-    def step(model, dag: bool = False):
-        def run():
-            config = model.config
-            saved = config.dag_weights if dag else None
-            if dag:
-                config.dag_weight_a_lm, config.dag_weight_a_p, config.dag_weight_g_lm = DAG_WEIGHTS
-            try:
-                model.train()
-                model.zero_grad(set_to_none=True)
-                out = model(input_ids=ids, labels=ids)
-                out.loss.backward()
-            finally:
-                model.zero_grad(set_to_none=True)
-                model.eval()
-                if dag:
-                    config.dag_weight_a_lm, config.dag_weight_a_p, config.dag_weight_g_lm = saved
-
-        return run
-
-    contenders = [
-        Contender("pldr", "PLDR-LLM, DAG term off", step(pldr), weights=generate_speed.weight_bytes(pldr)),
-        Contender(
-            "pldr_dag", "PLDR-LLM, DAG term on", step(pldr, dag=True), weights=generate_speed.weight_bytes(pldr)
-        ),
-        Contender("llama", "Llama", step(llama), weights=generate_speed.weight_bytes(llama)),
-    ]
+    config, shape = pldr.config, (protocol["batch"], protocol["length"])
+    recomputed, stored = flops.training_bound(config, *shape, True), flops.training_bound(config, *shape, False)
     ratios = [
-        Ratio("DAG off / Llama", "pldr", "llama", "time", 1.2, "<="),
-        Ratio("DAG on / Llama", "pldr_dag", "llama", "time", 1.3, "<="),
+        Ratio("default / Llama", "pldr", "llama", "time", 1.2, "<=", bound=recomputed),
+        Ratio("fastest / Llama", "pldr_fast", "llama", "time", 1.15, "<=", bound=stored),
+        Ratio("DAG on / Llama", "pldr_dag", "llama", "time", bound=recomputed),
+        Ratio("peak memory, default / Llama", "pldr", "llama", "memory", 1.3, "<="),
+        Ratio("peak memory, fastest / Llama", "pldr_fast", "llama", "memory"),
     ]
     notes = [
         "forward + backward of the causal-LM loss (labels = inputs), SDPA, no optimizer step (it costs the same "
         "per parameter for both); gradients freed after each step",
+        "default settings: `metric_learner_checkpointing=True` (the residual units are recomputed in backward); "
+        "fastest: `metric_learner_compile=True`, activations stored; the compile time is in the first run",
         f"DAG term on: weights {DAG_WEIGHTS} on (A_LM, A_P, G_LM); the regulariser of every layer, batch item and "
         "head through `_LogMeanTraceExp`",
+        "peak memory: the largest extra heap during one step, each contender in a fresh process "
+        "(`python -m benchmarks.memory`), over the loaded model",
+        "FLOP bound: (PLDR-LLM FLOPs) / (Llama FLOPs) of the step from the config (`benchmarks/flops.py`), with the "
+        "recomputation where the setting recomputes",
     ]
     title = f"training step (fwd + bwd), batch {protocol['batch']} × {protocol['length']} tokens, SDPA"
-    return Workload("train", title, protocol, contenders, ratios, notes)
+    return Workload("train", title, protocol, _train_contenders(pldr, llama, ids), ratios, notes, size=models.mode)
+
+
+def train_small_workload(models: Models, protocol: dict) -> Workload:
+    from benchmarks import flops
+
+    sizes = dict(SMALL_SIZES[models.mode], new_tokens=0)
+    built = generate_speed.build_models(sizes, ["b", "d"], prompt_len=0)
+    pldr, llama = built["b"], built["d"]
+    ids = _ids(protocol["batch"], protocol["length"], sizes["vocab_size"], seed=4)
+    bound = flops.training_bound(pldr.config, protocol["batch"], protocol["length"], True)
+    ratios = [Ratio("default / Llama", "pldr", "llama", "time", 1.4, "<=", bound=bound)]
+    notes = [
+        "the `small` size of `plldr-hf train pldrllm` (4 layers × 256 wide, 4 heads × 64, the released 8-unit "
+        "metric learner of 64→170→64 GLUs) against a Llama of the same shape; default settings, DAG off",
+    ]
+    title = f"training step at the `small` size, batch {protocol['batch']} × {protocol['length']} tokens, SDPA"
+    contenders = _train_contenders(pldr, llama, ids, small=True)
+    return Workload("train_small", title, protocol, contenders, ratios, notes)
 
 
 def agf_attention_workload(models: Models, protocol: dict) -> Workload:
@@ -572,6 +690,14 @@ def measure(workload: Workload, repeats: int, log) -> None:
         if contender.compiled:
             result["graph_breaks"] = breaks[contender.key]
         workload.measured[contender.key] = result
+    if any(ratio.kind == "memory" for ratio in workload.ratios):
+        import torch
+
+        keys = [c.key for c in workload.contenders]
+        log(f"  peak memory of {keys}, each in a fresh process")
+        peaks = fresh_process_peaks(keys, workload.size, workload.protocol, torch.get_num_threads())
+        for key, peak in peaks.items():
+            workload.measured[key]["fresh_peak_bytes"] = peak
     for ratio in workload.ratios:
         ratio.evaluate(workload.measured)
 
@@ -610,15 +736,22 @@ def _speed(result: dict) -> str:
 def summary_table(workloads: list[Workload]) -> list[str]:
     """One row per ratio: what the issue's targets are about."""
     lines = [
-        "| workload | ours | baseline | ratio | ratio from CPU time | target |",
-        "|---|---|---|---|---|---|",
+        "| workload | ours | baseline | ratio | ratio from CPU time | FLOP bound | target |",
+        "|---|---|---|---|---|---|---|",
     ]
+    mib = 2**20
     for workload in workloads:
         for ratio in workload.ratios:
             num, den = workload.measured[ratio.numerator], workload.measured[ratio.denominator]
+            if ratio.kind == "memory":
+                ours, base = f"{num['fresh_peak_bytes'] / mib:.0f} MiB", f"{den['fresh_peak_bytes'] / mib:.0f} MiB"
+            else:
+                ours, base = _speed(num), _speed(den)
+            cpu = "—" if ratio.value_cpu is None else f"{ratio.value_cpu:.2f}"
+            bound = "—" if ratio.bound is None else f"{ratio.bound:.2f}"
             lines.append(
-                f"| {workload.title}: {ratio.label} | {num['label']}: {_speed(num)} | {den['label']}: {_speed(den)} "
-                f"| {ratio.value:.2f}{ratio.unit} | {ratio.value_cpu:.2f} | {_verdict(ratio)} |"
+                f"| {workload.title}: {ratio.label} | {num['label']}: {ours} | {den['label']}: {base} "
+                f"| {ratio.value:.2f}{ratio.unit} | {cpu} | {bound} | {_verdict(ratio)} |"
             )
     return lines
 
@@ -627,7 +760,9 @@ def detail_table(workload: Workload) -> list[str]:
     mib = 2**20
     decode = any(c.tokens for c in workload.contenders)
     head = "| contender | " + ("tokens/s | " if decode else "")
+    fresh = any("fresh_peak_bytes" in workload.measured.get(c.key, {}) for c in workload.contenders)
     head += "median s | min–max s | CPU s | first run s | weights MiB | peak extra MiB |"
+    head += " peak extra MiB, fresh process |" if fresh else ""
     lines = [head, "|---|" + "---|" * (head.count("|") - 2)]
     for contender in workload.contenders:
         r = workload.measured[contender.key]
@@ -645,6 +780,8 @@ def detail_table(workload: Workload) -> list[str]:
             f"{r['weight_bytes'] / mib:.1f}" if r["weight_bytes"] else "—",
             f"{r['peak_extra_bytes'] / mib:.1f}",
         ]
+        if fresh:
+            cells.append(f"{r['fresh_peak_bytes'] / mib:.1f}" if "fresh_peak_bytes" in r else "—")
         lines.append("| " + " | ".join(cells) + " |")
     return lines
 
@@ -716,6 +853,7 @@ def build_workload(key: str, models: Models, protocol: dict, compile_decode: boo
     return {
         "scoring": scoring_workload,
         "train": train_workload,
+        "train_small": train_small_workload,
         "agf_attention": agf_attention_workload,
         "agf_train": agf_train_workload,
         "agf_decode": agf_decode_workload,
@@ -752,7 +890,7 @@ def run(args) -> tuple[dict, list[Workload], str]:
         workload.wall_s = time.perf_counter() - started
         workloads.append(workload)
         later = selected[index + 1 :]
-        if not any(k in later for k in ("decode_b1", "decode_b8", "scoring", "train")):
+        if not any(k in later for k in ("decode_b1", "decode_b8", "scoring", "train", "train_small")):
             models.release("pldr")
         if not any(k.startswith("agf") for k in later):
             models.release("agf")

@@ -25,11 +25,23 @@ def test_quick_suite_runs_every_workload_and_writes_both_reports(tmp_path, capsy
         for ratio in workload["ratios"]:
             assert math.isfinite(ratio["value"]) and ratio["value"] > 0, ratio
             targets += ratio["target"] is not None
-    # the targets: 2 + 2 decode, 2 scoring, 2 training, 1 AGF attention
-    assert targets == 9
+    # the targets: 2 + 2 decode, 3 scoring, 3 training (time default / fastest, memory), 1 small training, 1 AGF
+    assert targets == 12
+    train = next(w for w in report["workloads"] if w["key"] == "train")
+    assert all(result["fresh_peak_bytes"] > 0 for result in train["contenders"].values())
+    bounds = [r["bound"] for w in report["workloads"] for r in w["ratios"] if r["bound"] is not None]
+    assert len(bounds) >= 6 and all(1.0 < b < 3.0 for b in bounds)
 
     markdown = output.with_suffix(".md").read_text()
-    for label in ("## Summary", "StaticCache + torch.compile", "KV + G cache", "DAG term on", "PCM-V", "Marian"):
+    for label in (
+        "## Summary",
+        "StaticCache + torch.compile",
+        "KV + G cache",
+        "DAG term on",
+        "PCM-V",
+        "Marian",
+        "FLOP bound",
+    ):
         assert label in markdown
     assert "## Summary" in capsys.readouterr().out
 

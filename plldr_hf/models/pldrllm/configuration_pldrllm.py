@@ -101,6 +101,15 @@ class PldrllmConfig(PreTrainedConfig):
             batching and packing never change a row's numbers. `True`: the reference code's behaviour, where every
             position of the call (pads included) enters the Gram matrix and positions run 0..S−1. Unpadded, unpacked
             inputs give the same numbers either way. Default: `False`.
+        metric_learner_checkpointing (`bool`, *optional*):
+            Package-only (issue 17). `True`: in training, the metric learner's activations are recomputed in backward
+            instead of stored (its input is one d×d Gram matrix per head, so the recomputation is cheap); forward
+            values and gradients are unchanged. Saves most of the step's extra memory over an equal-size Llama.
+            Default: `True`.
+        metric_learner_compile (`bool`, *optional*):
+            Package-only (issue 17). Run the metric learner's residual units through `torch.compile` (fused
+            elementwise epilogues); the first call of each block shape compiles (tens of seconds on a CPU). Values
+            agree with the eager path to float32 round-off. Default: `False`.
 
     Example:
 
@@ -154,6 +163,8 @@ class PldrllmConfig(PreTrainedConfig):
         dag_loss_form: str = "log_ratio",
         collapsed: bool = False,
         reference_padding: bool = False,
+        metric_learner_checkpointing: bool = True,
+        metric_learner_compile: bool = False,
         **kwargs,
     ):
         self.vocab_size = vocab_size
@@ -190,6 +201,8 @@ class PldrllmConfig(PreTrainedConfig):
         self.dag_loss_form = dag_loss_form
         self.collapsed = collapsed
         self.reference_padding = reference_padding
+        self.metric_learner_checkpointing = metric_learner_checkpointing
+        self.metric_learner_compile = metric_learner_compile
         super().__init__(tie_word_embeddings=tie_word_embeddings, **kwargs)
         self._check_values()
 
@@ -253,6 +266,9 @@ class PldrllmConfig(PreTrainedConfig):
             value = getattr(self, name)
             if not isinstance(value, (int, float)) or value < 0:
                 raise ValueError(f"PldrllmConfig: `{name}` must be a non-negative number, got {value!r}")
+        for name in ("metric_learner_checkpointing", "metric_learner_compile"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"PldrllmConfig: `{name}` must be True or False, got {getattr(self, name)!r}")
         if self.collapsed and self.custom_G_type is not None:
             raise ValueError(
                 f"PldrllmConfig: `collapsed=True` applies to learned-G models; this config already has a fixed G "

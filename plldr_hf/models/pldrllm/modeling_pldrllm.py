@@ -46,6 +46,7 @@ This file is copied next to the weights by `save_pretrained` (remote code): it i
 """
 
 import copy
+import functools
 import inspect
 import math
 import warnings
@@ -54,6 +55,7 @@ from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
+import torch.utils.checkpoint
 from torch import nn
 from transformers import GenerationMixin, PreTrainedModel
 from transformers import initialization as init
@@ -394,17 +396,26 @@ def gram_matrix(
     return torch.einsum("bsk,bhsi,bhsj->bkhij", member, q, q).reshape(batch * num_segments, heads, d, d)
 
 
-def metric_learner(a0: torch.Tensor, layer_norm: nn.LayerNorm, units) -> torch.Tensor:
+def residual_units(a: torch.Tensor, units) -> torch.Tensor:
+    """The metric learner's residual units applied in turn to (…, d, d)."""
+    for unit in units:
+        a = unit(a)
+    return a
+
+
+def metric_learner(a0: torch.Tensor, layer_norm: nn.LayerNorm, units, *, recompute: bool = False, run_units=None):
     """A = residual units(LN(A0)), float32, same shape as `a0` (…, d, d).
 
     The units act row-wise, so the matrices are independent: they run in blocks of `METRIC_LEARNER_BLOCK` matrices,
-    whose d→a intermediates stay in the CPU cache (same values, bit for bit)."""
+    whose d→a intermediates stay in the CPU cache (same values, bit for bit). `recompute=True` keeps only each
+    block's input for backward and recomputes the block there (`torch.utils.checkpoint`): the same values and
+    gradients without storing the units' activations. `run_units(block)` replaces the eager units (a compiled
+    `residual_units`)."""
+    run = run_units if run_units is not None else functools.partial(residual_units, units=units)
     a = _layer_norm_fp32(layer_norm, a0)
     blocks = []
     for block in a.reshape(-1, *a.shape[-2:]).split(METRIC_LEARNER_BLOCK):
-        for unit in units:
-            block = unit(block)
-        blocks.append(block)
+        blocks.append(torch.utils.checkpoint.checkpoint(run, block, use_reentrant=False) if recompute else run(block))
     return (blocks[0] if len(blocks) == 1 else torch.cat(blocks)).view(a.shape)
 
 
@@ -541,7 +552,11 @@ class PldrllmAttention(nn.Module):
         batch, heads, _, d = q_rot.shape
         segments = plga.segment_ids
         a0 = gram_matrix(q_rot, plga.gram_weights, segments, plga.num_segments if segments is not None else 1)
-        state = self.plgatt_layer(metric_learner(a0, self.layernorm1, self.reslayerAs))
+        cfg = self.config
+        recompute = cfg.metric_learner_checkpointing and self.training and torch.is_grad_enabled()
+        run_units = self._compiled_units() if cfg.metric_learner_compile else None
+        a = metric_learner(a0, self.layernorm1, self.reslayerAs, recompute=recompute, run_units=run_units)
+        state = self.plgatt_layer(a)
         dag = dag_terms(state, plga.dag_form) if plga.dag_form is not None else None  # (B or B·K, 3)
         if segments is None:
             return state._replace(dag=dag)
@@ -551,6 +566,15 @@ class PldrllmAttention(nn.Module):
             # slots past a shorter row's last sequence dropped
             state = state._replace(dag=dag.view(batch, k, 3)[_present_segments(segments, k)])
         return state
+
+    def _compiled_units(self):
+        # built on first use and kept outside the module tree (no state-dict entries); keyed by the units it closes
+        # over, so a deep copy of the model compiles its own instead of running the original's
+        owner, compiled = self.__dict__.get("_compiled_residual_units", (None, None))
+        if owner is not self.reslayerAs:
+            compiled = torch.compile(functools.partial(residual_units, units=self.reslayerAs), dynamic=False)
+            self.__dict__["_compiled_residual_units"] = (self.reslayerAs, compiled)
+        return compiled
 
     def completed(self, state: PlgaState) -> PlgaState:
         """`state` with A_P filled in where it is not stored (fixed G): from A_LM and this layer's P when the learned

@@ -1,0 +1,69 @@
+"""FLOP bounds of the PLDR-LLM workloads, computed from the config (issue 17): how much slower than an equal-size
+Llama PLDR-LLM must be if every extra multiply-add ran at the speed of the model's own.
+
+Counted: matrix products (2 FLOPs per multiply-add); elementwise work, norms and softmax are left out on both sides.
+The main model is the same for both (same Linear shapes, attention over the same positions): per token
+2·(Linear weights, LM head included), plus 4·S·D per layer for the attention scores and values of a full S × S
+block. The PLDR-LLM extra per layer and sequence (`metric_learner_flops`):
+
+| step | FLOPs |
+|---|---|
+| Gram matrix A0 = q_rotᵀ·q_rot | 2·S·d²·H |
+| residual units: R units × n GLUs × 3 products on the d rows of each head's d×d matrix | 2·3·R·n·d·(d·a)·H |
+| power law: W·A and a·A_P | 2·2·d³·H |
+| q' = q_rot·G | 2·S·d²·H |
+
+A training step is forward + backward ≈ 3 × forward; recomputing the metric learner in backward adds one more
+forward of its residual units.
+"""
+
+from __future__ import annotations
+
+
+def main_forward_flops(config, batch: int, length: int, context: int | None = None) -> float:
+    """Forward FLOPs of the shared transformer body and LM head for `batch` × `length` new tokens attending to
+    `context` positions (default: `length`)."""
+    hidden, layers = config.hidden_size, config.num_hidden_layers
+    context = length if context is None else context
+    per_layer = 4 * hidden * hidden + 3 * hidden * config.intermediate_size  # q, k, v, o; three FFN products
+    linear = 2 * (layers * per_layer + hidden * config.vocab_size)
+    attention = 4 * context * hidden * layers
+    return batch * length * (linear + attention)
+
+
+def metric_learner_flops(config, batch: int, length: int, *, projections: int | None = None) -> dict[str, float]:
+    """Forward FLOPs of the PLDR-LLM's extra work for `batch` sequences of `length` tokens: `gram` (A0), `units`
+    (the residual metric learner), `power_law` (A_LM, G_LM) and `projection` (q' = q_rot·G for `projections`
+    tokens, default every token)."""
+    heads, d, layers = config.num_attention_heads, config.head_dim, config.num_hidden_layers
+    tokens = batch * length
+    projections = tokens if projections is None else projections
+    units = 2 * 3 * config.num_reslayerA * config.num_denseA * d * d * config.A_dff * heads
+    return {
+        "gram": layers * 2 * tokens * d * d * heads,
+        "units": layers * batch * units,
+        "power_law": layers * batch * 4 * d**3 * heads,
+        "projection": layers * 2 * projections * d * d * heads,
+    }
+
+
+def training_bound(config, batch: int, length: int, recompute: bool) -> float:
+    """(PLDR-LLM step) / (Llama step) FLOPs of forward + backward, with or without the recomputed units."""
+    main = 3 * main_forward_flops(config, batch, length)
+    extra = metric_learner_flops(config, batch, length)
+    total_extra = 3 * sum(extra.values()) + (extra["units"] if recompute else 0.0)
+    return (main + total_extra) / main
+
+
+def scoring_bound(config, batch: int, length: int) -> float:
+    """Forward without cache: the metric learner once per layer and sequence."""
+    main = main_forward_flops(config, batch, length)
+    return (main + sum(metric_learner_flops(config, batch, length).values())) / main
+
+
+def decode_bound(config, batch: int, prompt: int, new_tokens: int) -> float:
+    """Greedy decoding with the KV + G cache: the metric learner runs at prefill only; every token is projected."""
+    prefill = main_forward_flops(config, batch, prompt)
+    steps = sum(main_forward_flops(config, batch, 1, context=prompt + t) for t in range(new_tokens))
+    extra = metric_learner_flops(config, batch, prompt, projections=batch * (prompt + new_tokens))
+    return (prefill + steps + sum(extra.values())) / (prefill + steps)

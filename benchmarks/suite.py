@@ -378,19 +378,22 @@ def scoring_workload(models: Models, protocol: dict) -> Workload:
     m = models.pldr()
     ids = _ids(protocol["batch"], protocol["length"], PLDR_SIZES[models.mode]["vocab_size"], seed=16)
 
-    def forward(model):
+    def forward(model, compiled_units: bool | None = None):
         def run():
+            if compiled_units is not None:
+                model.config.metric_learner_compile = compiled_units
             with torch.no_grad():
                 model(input_ids=ids, use_cache=False)
 
         return run
 
     contenders = [
-        Contender("uncollapsed", "PLDR uncollapsed (metric learner)", forward(m["b"])),
+        Contender("uncollapsed", "PLDR uncollapsed (metric learner)", forward(m["b"], False)),
         Contender("collapsed", "PLDR collapsed (fixed G)", forward(m["a"])),
         Contender("llama", "Llama", forward(m["d"])),
+        Contender("uncollapsed_compiled", "PLDR uncollapsed, compiled units", forward(m["b"], True)),
     ]
-    for contender, key in zip(contenders, "bad"):
+    for contender, key in zip(contenders, "badb"):
         contender.weights = generate_speed.weight_bytes(m[key])
     ratios = [
         Ratio("collapsed speed-up over uncollapsed", "collapsed", "uncollapsed", "speedup", 3.5, ">="),
@@ -402,6 +405,13 @@ def scoring_workload(models: Models, protocol: dict) -> Workload:
             "time",
             2.2,
             "<=",
+            bound=flops.scoring_bound(m["b"].config, protocol["batch"], protocol["length"]),
+        ),
+        Ratio(
+            "uncollapsed, compiled units / Llama",
+            "uncollapsed_compiled",
+            "llama",
+            "time",
             bound=flops.scoring_bound(m["b"].config, protocol["batch"], protocol["length"]),
         ),
     ]

@@ -69,3 +69,18 @@ def test_trainer_fsdp_config_shards_one_layer_per_unit():
     plugin = args.fsdp_plugin_args
     assert plugin["fsdp_version"] == 2 and plugin["transformer_cls_names_to_wrap"] == "PldrllmDecoderLayer"
     assert plugin["state_dict_type"] == "FULL_STATE_DICT" and args.fsdp_config["reshard_after_forward"] is True
+
+
+def test_fsdp_flag_sets_the_trainer_configuration_or_names_why_not(tmp_path, monkeypatch):
+    from plldr_hf.training.causal_lm import fsdp_arguments
+    from plldr_hf.training.options import TrainOptions
+
+    assert fsdp_arguments(TrainOptions()) == {}
+    with pytest.raises(ValueError, match="--fsdp needs GPUs"):
+        fsdp_arguments(TrainOptions(fsdp=True))
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    fields = fsdp_arguments(TrainOptions(fsdp=True))
+    assert fields["fsdp"] is True
+    assert fields["fsdp_config"]["transformer_layer_cls_to_wrap"] == ["PldrllmDecoderLayer"]
+    llama = fsdp_arguments(TrainOptions(fsdp=True, architecture="llama"))
+    assert llama["fsdp_config"]["transformer_layer_cls_to_wrap"] == ["LlamaDecoderLayer"]

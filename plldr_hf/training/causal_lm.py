@@ -28,6 +28,7 @@ from plldr_hf.evaluation import perplexity_from_metrics
 from plldr_hf.plots import plot_loss_curves
 from plldr_hf.training.checkpoints import resolve_checkpoint
 from plldr_hf.training.corpus import load_text_corpus
+from plldr_hf.training.distributed import fsdp_config
 from plldr_hf.training.options import TrainOptions
 from plldr_hf.training.preprocessing import pack_into_blocks, split_into_documents
 from plldr_hf.training.recipes import (
@@ -44,6 +45,7 @@ logger = logging.getLogger(__name__)
 __all__ = [
     "TrainOptions",
     "build_model",
+    "fsdp_arguments",
     "order_parameters",
     "prepare_tokenizer_and_data",
     "train_causal_lm",
@@ -63,6 +65,24 @@ def training_collator(options: TrainOptions, tokenizer=None):
     if tokenizer is None:
         raise ValueError("training_collator: packed blocks need the tokenizer (its pad id marks no label)")
     return DataCollatorForLanguageModeling(tokenizer, mlm=False, return_tensors="pt")
+
+
+# the decoder layer class of each architecture: one FSDP unit each
+DECODER_LAYERS = {"pldrllm": "PldrllmDecoderLayer", "llama": "LlamaDecoderLayer"}
+
+
+def fsdp_arguments(options: TrainOptions) -> dict:
+    """The `TrainingArguments` fields of `--fsdp`: FSDP2 full shard, one decoder layer per unit, full state dict."""
+    import torch
+
+    if not options.fsdp:
+        return {}
+    if not torch.cuda.is_available():
+        raise ValueError(
+            "--fsdp needs GPUs: accelerate shards only on accelerator devices, and on CPUs several processes train "
+            "with DDP; drop --fsdp and run under torchrun (gloo)"
+        )
+    return {"fsdp": True, "fsdp_config": fsdp_config([DECODER_LAYERS[options.architecture]])}
 
 
 def prepare_tokenizer_and_data(options: TrainOptions, tokenizer=None, load_saved: bool = False):
@@ -192,6 +212,7 @@ def train_causal_lm(options: TrainOptions, *, tokenizer=None, data=None, extra_c
         save_total_limit=options.save_total_limit,
         report_to=options.report_to or "none",
         seed=options.seed,
+        **fsdp_arguments(options),
     )
     is_main = args.process_index == 0
     # the main process trains and saves the tokenizer first; the others load it, so every rank has the same one

@@ -23,10 +23,14 @@ def sharding_units(model) -> list:
     return [module for module in model.modules() if type(module).__name__ in names]
 
 
-def fsdp_config(model, **overrides) -> dict:
+def fsdp_config(model_or_layer_classes, **overrides) -> dict:
     """`TrainingArguments.fsdp_config` for FSDP2 full sharding with one layer per unit and a full (unsharded) state
-    dict when saving, so checkpoints load into one process and keep the released format."""
-    layer_classes = sorted({type(module).__name__ for module in sharding_units(model)})
+    dict when saving, so checkpoints load into one process and keep the released format. Takes the model, or the
+    names of its layer classes (before the model exists)."""
+    if isinstance(model_or_layer_classes, (list, tuple)):
+        layer_classes = sorted(model_or_layer_classes)
+    else:
+        layer_classes = sorted({type(module).__name__ for module in sharding_units(model_or_layer_classes)})
     config = {
         "version": 2,
         "reshard_after_forward": True,  # full shard (ZeRO-3)

@@ -103,6 +103,11 @@ class TrainOptions:
         metavar="CHECKPOINT",
     )
     seed: int = _opt(0, "seed of the model init, data order and tokenizer (default: 0)", min=0)
+    fsdp: bool = _opt(
+        False,
+        "shard parameters, gradients and optimizer state with FSDP2 (full shard, one decoder layer per unit); GPUs "
+        "under torchrun or accelerate launch",
+    )
     architecture: str = _opt("pldrllm", "pldrllm, or llama for the baseline of the same shape", cli=False)
     padding_free: bool = _opt(
         False,

@@ -12,7 +12,8 @@ Needs CUDA (marked `gpu`, skipped elsewhere: the CPU build of torch 2.13 has no 
 import pytest
 import torch
 
-from plldr_hf import AgfConfig, AgfForConditionalGeneration
+from plldr_hf import AgfForConditionalGeneration
+from tests.utils import tiny_agf_config
 
 
 LENGTHS = (512, 1024, 2048)
@@ -21,18 +22,9 @@ BATCH = 2
 
 def _model(attn_implementation: str) -> AgfForConditionalGeneration:
     torch.manual_seed(0)
-    config = AgfConfig(
-        vocab_size=99,
-        d_model=128,
-        encoder_layers=2,
-        decoder_layers=2,
-        encoder_attention_heads=4,  # head dim 32
-        decoder_attention_heads=4,
-        encoder_ffn_dim=256,
-        decoder_ffn_dim=256,
-        dropout=0.0,
-        pcmv=True,
-        max_position_embeddings=max(LENGTHS),
+    # the tests' tiny AGF model, wider (head dim 32) and long enough for the memory curve
+    config = tiny_agf_config(
+        d_model=128, encoder_ffn_dim=256, decoder_ffn_dim=256, pcmv=True, max_position_embeddings=max(LENGTHS)
     )
     model = AgfForConditionalGeneration(config).cuda().train()
     model.set_attn_implementation(attn_implementation)

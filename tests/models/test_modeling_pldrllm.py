@@ -360,3 +360,19 @@ def test_compiled_metric_learner_matches_eager():
     for name, grad in eager.items():
         error = (compiled[name] - grad).norm() / grad.norm().clamp_min(1e-12)
         assert error < 1e-3, f"{name}: relative gradient difference {error:.2e}"
+
+
+@pytest.mark.parametrize("use_reentrant", [False, True], ids=["non-reentrant", "reentrant"])
+def test_metric_learner_recompute_inside_layer_checkpointing(use_reentrant):
+    # whole-layer gradient checkpointing (Trainer's `gradient_checkpointing=True`) around the recomputed metric learner
+    torch.manual_seed(0)
+    model = tiny_model(dag_weights=(0.05, 0.05, 0.05)).train()
+    ids = torch.randint(4, 99, (2, 9))
+    model.config.metric_learner_checkpointing = False
+    plain_loss, plain = _loss_and_grads(model, ids, ids)
+    model.config.metric_learner_checkpointing = True
+    model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": use_reentrant})
+    loss, nested = _loss_and_grads(model, ids, ids)
+    assert torch.equal(loss, plain_loss)
+    for name, grad in plain.items():
+        assert_close(name, grad, nested[name], atol=0, rtol=1e-5)

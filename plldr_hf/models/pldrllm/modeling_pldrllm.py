@@ -676,7 +676,9 @@ class PldrllmDecoderLayer(GradientCheckpointingLayer):
         attn_output, attn_weights, state = self.mha1(hidden_states, rope, attention_mask, **kwargs)
         hidden_states = self.layernorm1(hidden_states + attn_output)
         hidden_states = self.layernorm2(hidden_states + self.ffn(hidden_states))
-        return hidden_states, attn_weights, state
+        # the DAG values leave the layer as a tensor of their own: reentrant gradient checkpointing keeps autograd
+        # links only for the top-level tensors a layer returns, not for tensors inside a returned tuple
+        return hidden_states, attn_weights, state._replace(dag=None), state.dag
 
 
 class PldrllmPreTrainedModel(PreTrainedModel):
@@ -903,7 +905,7 @@ class PldrllmModel(PldrllmPreTrainedModel):
         all_pldr = () if output_pldr_attentions else None
         dag_values = []
         for layer_idx, layer in enumerate(self.dec_layers):
-            hidden_states, attn_weights, state = layer(
+            hidden_states, attn_weights, state, dag = layer(
                 hidden_states,
                 rope,
                 causal_mask,
@@ -918,8 +920,8 @@ class PldrllmModel(PldrllmPreTrainedModel):
                 all_attentions += (attn_weights,)
             if output_pldr_attentions:
                 all_pldr += (layer.mha1.completed(state).tensors(),)
-            if state.dag is not None:
-                dag_values.append(state.dag)
+            if dag is not None:
+                dag_values.append(dag)
 
         dag_losses = torch.stack(dag_values).mean(0) if dag_values else None
         output = PldrllmModelOutput(

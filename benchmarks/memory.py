@@ -14,7 +14,7 @@ def build(contender: str, size: str):
     `llama_small` / `pldr_small`."""
     from benchmarks import generate_speed, suite
 
-    sizes = dict(suite.PLDR_SIZES[size] if not contender.endswith("_small") else suite.SMALL_SIZES[size])
+    sizes = dict(suite.small_sizes(size) if contender.endswith("_small") else suite.PLDR_SIZES[size])
     sizes["new_tokens"] = 0
     llama = contender.startswith("llama")
     model = generate_speed.build_models(sizes, ["d" if llama else "b"], prompt_len=0)["d" if llama else "b"]

@@ -56,21 +56,19 @@ DEFAULT_QUICK_OUTPUT = RESULTS_DIR / "runs" / "quick" / "results"  # runs/ is gi
 
 # PLDR-LLM / Llama sizes come from the decode benchmark (issue 3), so both suites measure the same models
 PLDR_SIZES = {"full": generate_speed.FULL, "quick": generate_speed.QUICK}
-# the `small` size of `plldr-hf train pldrllm` (plldr_hf.training.recipes.SIZES["small"]), its vocabulary included
-SMALL_SIZES = {
-    "full": dict(
-        vocab_size=4096,
-        hidden_size=256,
-        num_hidden_layers=4,
-        num_attention_heads=4,
-        head_dim=64,
-        intermediate_size=682,
-        A_dff=170,
-        num_reslayerA=8,
-        num_denseA=2,
-    ),
-    "quick": generate_speed.QUICK,
-}
+
+
+def small_sizes(mode: str) -> dict:
+    """The `small` size of `plldr-hf train pldrllm` (`plldr_hf.training.recipes.SIZES["small"]`, its vocabulary
+    included) at full size; the quick sizes otherwise. Read when needed, so listing workloads imports no torch."""
+    if mode == "quick":
+        return dict(generate_speed.QUICK)
+    from plldr_hf.training.recipes import SIZES
+
+    preset = SIZES["small"]
+    return dict(preset["model"], vocab_size=preset["vocab_size"])
+
+
 AGF_SIZES = {
     "full": dict(
         vocab_size=8000,
@@ -518,7 +516,7 @@ def train_workload(models: Models, protocol: dict) -> Workload:
 def train_small_workload(models: Models, protocol: dict) -> Workload:
     from benchmarks import flops
 
-    sizes = dict(SMALL_SIZES[models.mode], new_tokens=0)
+    sizes = dict(small_sizes(models.mode), new_tokens=0)
     built = generate_speed.build_models(sizes, ["b", "d"], prompt_len=0)
     pldr, llama = built["b"], built["d"]
     ids = _ids(protocol["batch"], protocol["length"], sizes["vocab_size"], seed=4)

@@ -24,6 +24,8 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from plldr_hf.models.pldrllm.modeling_pldrllm import DEDUCTIVE_TENSORS
+
 
 if TYPE_CHECKING:
     from plldr_hf.diagnostics import DiagnosticsReport
@@ -37,9 +39,6 @@ __all__ = [
     "plot_order_parameters",
     "plot_singular_values",
 ]
-
-# the deductive tensors in the order of the model's `pldr_attentions` (`modeling_pldrllm.DEDUCTIVE_TENSORS`)
-_DEDUCTIVE_TENSORS = ("A", "A_LM", "A_P", "G_LM")
 
 
 def _pyplot():
@@ -105,7 +104,7 @@ def plot_order_parameters(report: DiagnosticsReport, path) -> None:
     (right). A symmetric-log axis shows an exact 0 (input-invariant) as a bar of height 0."""
     plt = _pyplot()
     layers = list(range(report.num_layers))
-    names = [n for n in _DEDUCTIVE_TENSORS if report.order_parameter_inputs_per_layer[n][0] is not None]
+    names = [n for n in DEDUCTIVE_TENSORS if report.order_parameter_inputs_per_layer[n][0] is not None]
     width = 0.8 / max(1, len(names))
     fig, axes = plt.subplots(1, 2, figsize=(13, 4.8), sharey=True)
     panels = (

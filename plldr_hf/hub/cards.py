@@ -19,6 +19,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from plldr_hf.loading import AUTO_CLASSES
+
 
 logger = logging.getLogger(__name__)
 
@@ -57,7 +59,7 @@ FAMILIES: dict[str, _Family] = {
     "pldrllm": _Family(
         model_type="pldrllm",
         template="pldrllm.md",
-        auto_class="AutoModelForCausalLM",
+        auto_class=AUTO_CLASSES["pldrllm"],
         config_class="PldrllmConfig",
         model_class="PldrllmForCausalLM",
         pipeline_tag="text-generation",
@@ -75,7 +77,7 @@ FAMILIES: dict[str, _Family] = {
     "agf": _Family(
         model_type="agf",
         template="agf.md",
-        auto_class="AutoModelForSeq2SeqLM",
+        auto_class=AUTO_CLASSES["agf"],
         config_class="AgfConfig",
         model_class="AgfForConditionalGeneration",
         pipeline_tag="translation",

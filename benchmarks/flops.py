@@ -13,8 +13,8 @@ block. The PLDR-LLM extra per layer and sequence (`metric_learner_flops`):
 | power law: W·A and a·A_P | 2·2·d³·H |
 | q' = q_rot·G | 2·S·d²·H |
 
-A training step is forward + backward ≈ 3 × forward; recomputing the metric learner in backward adds one more
-forward of its residual units.
+A training step is forward + backward ≈ 3 × forward; recomputing the metric learner's activations in backward (the
+default) adds the two GLU pre-activation products of each unit's GLUs again, 2 of their 3 products.
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ def training_bound(config, batch: int, length: int, recompute: bool) -> float:
     """(PLDR-LLM step) / (Llama step) FLOPs of forward + backward, with or without the recomputed units."""
     main = 3 * main_forward_flops(config, batch, length)
     extra = metric_learner_flops(config, batch, length)
-    total_extra = 3 * sum(extra.values()) + (extra["units"] if recompute else 0.0)
+    total_extra = 3 * sum(extra.values()) + (2 / 3 * extra["units"] if recompute else 0.0)
     return (main + total_extra) / main
 
 

@@ -10,7 +10,7 @@ import sys
 
 
 def build(contender: str, size: str):
-    """The suite's training contenders: `llama`, `pldr` (default settings), `pldr_fast`, `pldr_dag`, and
+    """The suite's training contenders: `llama`, `pldr` (default settings), `pldr_store`, `pldr_fast`, `pldr_dag`, and
     `llama_small` / `pldr_small`."""
     from benchmarks import generate_speed, suite
 

@@ -421,7 +421,8 @@ def scoring_workload(models: Models, protocol: dict) -> Workload:
 # the training contenders' settings: (metric_learner_checkpointing, metric_learner_compile, DAG term on)
 PLDR_SETTINGS = {
     "pldr": (True, False, False),  # the defaults
-    "pldr_fast": (False, True, False),  # the fastest setting: compiled units, activations stored
+    "pldr_fast": (False, True, False),  # compiled units (the module path), activations stored
+    "pldr_store": (False, False, False),  # the fused units with their activations stored
     "pldr_dag": (True, False, True),  # the defaults with the DAG regulariser on
 }
 
@@ -469,10 +470,11 @@ def fresh_process_peaks(contenders: list[str], size: str, protocol: dict, thread
 def _train_contenders(pldr, llama, ids, *, small: bool = False) -> list[Contender]:
     labels = {
         "pldr": "PLDR-LLM, default settings (units recomputed in backward, DAG off)",
-        "pldr_fast": "PLDR-LLM, fastest setting (compiled units, DAG off)",
+        "pldr_fast": "PLDR-LLM, compiled units, activations stored (DAG off)",
+        "pldr_store": "PLDR-LLM, fused units, activations stored (DAG off)",
         "pldr_dag": "PLDR-LLM, default settings, DAG term on",
     }
-    keys = ("pldr",) if small else ("pldr", "pldr_fast", "pldr_dag")
+    keys = ("pldr",) if small else ("pldr", "pldr_store", "pldr_fast", "pldr_dag")
     contenders = [
         Contender(k, labels[k], training_step(pldr, ids, k), weights=generate_speed.weight_bytes(pldr)) for k in keys
     ]
@@ -492,10 +494,11 @@ def train_workload(models: Models, protocol: dict) -> Workload:
     recomputed, stored = flops.training_bound(config, *shape, True), flops.training_bound(config, *shape, False)
     ratios = [
         Ratio("default / Llama", "pldr", "llama", "time", 1.2, "<=", bound=recomputed),
-        Ratio("fastest / Llama", "pldr_fast", "llama", "time", 1.15, "<=", bound=stored),
+        Ratio("activations stored / Llama", "pldr_store", "llama", "time", 1.15, "<=", bound=stored),
+        Ratio("compiled units / Llama", "pldr_fast", "llama", "time", bound=stored),
         Ratio("DAG on / Llama", "pldr_dag", "llama", "time", bound=recomputed),
         Ratio("peak memory, default / Llama", "pldr", "llama", "memory", 1.3, "<="),
-        Ratio("peak memory, fastest / Llama", "pldr_fast", "llama", "memory"),
+        Ratio("peak memory, activations stored / Llama", "pldr_store", "llama", "memory"),
     ]
     notes = [
         "forward + backward of the causal-LM loss (labels = inputs), SDPA, no optimizer step (it costs the same "

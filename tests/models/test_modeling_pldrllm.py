@@ -1,5 +1,7 @@
 """PLDR-LLM model invariants on tiny random configs: PLGA maths, RoPE, attention backends, caches, save/load."""
 
+import copy
+import functools
 import math
 
 import pytest
@@ -325,27 +327,114 @@ def test_metric_learner_recompute_gives_the_stored_activation_gradients():
         assert_close(name, grad, recomputed[name], atol=0, rtol=1e-5)
 
 
-def test_metric_learner_recompute_stores_less():
-    # what backward keeps: the saved tensors of the autograd graph, counted through the saved-tensor hooks
-    model = tiny_model(A_dff=64, num_reslayerA=4).train()
-    ids = torch.randint(4, 99, (4, 32))
+def _units_and_rows(dtype, glu_bias=True, rows=37, d=8, hidden=12, units=2):
+    torch.manual_seed(0)
+    config = tiny_config(hidden_size=2 * d, head_dim=d, A_dff=hidden, num_reslayerA=units, glu_bias=glu_bias)
+    attention = mp.PldrllmAttention(config, 0).to(dtype)
+    for param in attention.reslayerAs.parameters():
+        torch.nn.init.normal_(param, std=0.3)
+    return attention.reslayerAs, torch.randn(rows, d, dtype=dtype, requires_grad=True)
 
-    def saved_bytes(checkpointing: bool) -> int:
-        model.config.metric_learner_checkpointing = checkpointing
+
+def _autograd_units(units, a):
+    # the units' maths written out with autograd, in the input's dtype (the modules run GLUs in float32)
+    for unit in units:
+        branch = a
+        for glu in unit.denseAs:
+            branch = glu(branch)
+        a = unit.layernormA(a + branch)
+    return a
+
+
+@pytest.mark.parametrize("glu_bias", [True, False], ids=["bias", "no-bias"])
+@pytest.mark.parametrize("recompute", [False, True], ids=["stored", "recomputed"])
+def test_fused_units_match_autograd_in_float64(glu_bias, recompute, monkeypatch):
+    # the hand-written backward against autograd of the same maths, in float64 so only a wrong formula can differ;
+    # 37 rows in blocks of 16 leave a short last block
+    monkeypatch.setattr(mp, "FUSED_BLOCK_ROWS", 16)
+    units, a = _units_and_rows(torch.float64, glu_bias)
+    params = list(units.parameters())
+    units[0].denseAs[1].gluw2.weight.requires_grad_(False)  # a frozen parameter gets no gradient
+    fused = mp._fused_units(a, units, recompute)
+    expected = _autograd_units(units, a)
+    assert fused.dtype == torch.float32  # the PLGA maths is float32 whatever the model dtype
+    units_fp32, a_fp32 = copy.deepcopy(units).float(), a.detach().float().requires_grad_()
+    assert torch.equal(fused.detach(), _autograd_units(units_fp32, a_fp32).detach())  # forward: bit for bit
+    grad_out = torch.randn(expected.shape, dtype=torch.float64)
+    wanted = [a] + [p for p in params if p.requires_grad]
+    got = torch.autograd.grad(fused, wanted, grad_out.float())
+    ref = torch.autograd.grad(expected, wanted, grad_out)
+    for g, r in zip(got, ref):
+        assert ((g.double() - r).norm() / r.norm()).item() < 1e-5
+    # in float64 end to end (the Function itself is dtype-generic): equal to autograd up to float64 round-off
+    units[0].denseAs[1].gluw2.weight.requires_grad_(True)
+    expected = _autograd_units(units, a)
+    flat = [p if p is None else p.detach().requires_grad_() for p in mp._fused_params(units)]
+    per_unit = len(flat) // len(units)
+    mode = "inputs" if recompute else "store"
+    out64 = mp._FusedResidualUnits.apply(a, mode, 16, units[0].layernormA.eps, per_unit, *flat)
+    assert torch.allclose(out64, expected, rtol=1e-12, atol=1e-12)
+    got64 = torch.autograd.grad(out64, [a] + [p for p in flat if p is not None], grad_out)
+    ref64 = torch.autograd.grad(expected, [a] + [p for p in mp._fused_params(units) if p is not None], grad_out)
+    for g, r in zip(got64, ref64, strict=True):
+        assert torch.allclose(g, r, rtol=1e-10, atol=1e-12)
+
+
+def test_fused_units_gradcheck():
+    units, a = _units_and_rows(torch.float64, rows=5, d=4, hidden=3)
+    flat = [p.detach().requires_grad_() for p in mp._fused_params(units)]
+    per_unit = len(flat) // len(units)
+    for mode in ("store", "inputs"):
+        fn = functools.partial(mp._FusedResidualUnits.apply, a.detach().requires_grad_(), mode, 2, 1e-5, per_unit)
+        assert torch.autograd.gradcheck(lambda *p, fn=fn: fn(*p), tuple(flat))
+        x = a.detach().requires_grad_()
+        assert torch.autograd.gradcheck(
+            lambda x, mode=mode: mp._FusedResidualUnits.apply(x, mode, 2, 1e-5, per_unit, *flat), (x,)
+        )
+
+
+def test_fused_metric_learner_matches_the_modules(monkeypatch):
+    # the whole model: fused units (default) against calling the modules, in training (recomputed and stored)
+    torch.manual_seed(0)
+    model = tiny_model(dag_weights=(0.05, 0.05, 0.05)).train()
+    ids = torch.randint(4, 99, (3, 11))
+    losses, grads = {}, {}
+    for fused in (True, False):
+        monkeypatch.setattr(mp, "_plain_modules", lambda units, fused=fused: fused)
+        for checkpointing in (True, False):
+            model.config.metric_learner_checkpointing = checkpointing
+            losses[fused, checkpointing], grads[fused, checkpointing] = _loss_and_grads(model, ids, ids)
+    reference = grads[False, False]
+    for key, got in grads.items():
+        assert torch.equal(losses[key], losses[False, False]), key
+        for name, grad in reference.items():
+            error = (got[name] - grad).norm() / grad.norm().clamp_min(1e-12)
+            assert error < 1e-5, f"{key} {name}: relative gradient difference {error:.2e}"
+
+
+def test_metric_learner_recompute_stores_less():
+    # what backward keeps of the metric learner at the released unit shape (d = 64, 64→170→64 GLUs): the saved
+    # tensors of the autograd graph, counted through the saved-tensor hooks
+    units, a = _units_and_rows(torch.float32, rows=256, d=64, hidden=170, units=3)
+    parameters = {p.data_ptr() for p in units.parameters()}
+
+    def saved_bytes(recompute: bool) -> int:
         total = 0
 
         def pack(tensor):
             nonlocal total
-            total += tensor.numel() * tensor.element_size()
+            if tensor.data_ptr() not in parameters:  # both keep the parameters
+                total += tensor.numel() * tensor.element_size()
             return tensor
 
         with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
-            loss = model(ids, labels=ids).loss
-        loss.backward()
+            out = mp._fused_units(a, units, recompute)
+        out.sum().backward()
         return total
 
     stored, recomputed = saved_bytes(False), saved_bytes(True)
-    assert recomputed < 0.5 * stored, (recomputed, stored)
+    # per unit and row: stored 2·(64 + 2·170) + 64 floats, recomputed 2·64 + 64 (and a mean and 1/σ, both)
+    assert recomputed < 0.25 * stored, (recomputed, stored)
 
 
 def test_compiled_metric_learner_matches_eager():

@@ -102,10 +102,11 @@ class PldrllmConfig(PreTrainedConfig):
             position of the call (pads included) enters the Gram matrix and positions run 0..S−1. Unpadded, unpacked
             inputs give the same numbers either way. Default: `False`.
         metric_learner_checkpointing (`bool`, *optional*):
-            Package-only (issue 17). `True`: in training, the metric learner's activations are recomputed in backward
-            instead of stored (its input is one d×d Gram matrix per head, so the recomputation is cheap); forward
-            values and gradients are unchanged. Saves most of the step's extra memory over an equal-size Llama.
-            Default: `True`.
+            Package-only (issue 17). `True`: in training, the metric learner keeps only each GLU's d-wide input for
+            backward and recomputes its two a-wide pre-activations there (two of a unit's six GEMMs) instead of
+            storing them; forward values and gradients are unchanged. Keeps the step's peak memory within about 1.2×
+            an equal-size Llama's (stored: about 1.6×). Units wrapped by PEFT or hooks are called as modules, and
+            then each block of matrices is recomputed whole in backward. Default: `True`.
         metric_learner_compile (`bool`, *optional*):
             Package-only (issue 17). Run the metric learner's residual units through `torch.compile` (fused
             elementwise epilogues); the first call of each block shape compiles (tens of seconds on a CPU). Values

@@ -24,6 +24,8 @@ def test_quick_suite_runs_every_workload_and_writes_both_reports(tmp_path, capsy
             assert result["median_s"] > 0 and len(result["runs_s"]) == workload["protocol"]["repeats"], key
         for ratio in workload["ratios"]:
             assert math.isfinite(ratio["value"]) and ratio["value"] > 0, ratio
+            if ratio["kind"] != "memory":
+                assert math.isfinite(ratio["value_paired"]) and ratio["value_paired"] > 0, ratio
             targets += ratio["target"] is not None
     # the targets: 2 + 2 decode, 3 scoring, 3 training (time default / fastest, memory), 1 small training, 1 AGF
     assert targets == 12

@@ -51,3 +51,17 @@ def test_quick_suite_runs_every_workload_and_writes_both_reports(tmp_path, capsy
 def test_list_names_the_workloads(capsys):
     assert cli.main(["list"]) == 0
     assert capsys.readouterr().out.split() == list(suite.WORKLOADS)
+
+
+def test_metric_learner_benchmark_times_every_contender(tmp_path, capsys):
+    from benchmarks import metric_learner
+
+    output = tmp_path / "metric_learner"
+    assert metric_learner.main(["--rounds", "1", "--output", str(output)]) == 0
+    rows = json.loads(output.with_suffix(".json").read_text())["rows"]
+    assert {r["key"] for r in rows} == {f"{path}_{kind}" for path in ("modules", "fused")
+                                        for kind in ("recompute", "stored", "forward")}  # fmt: skip
+    for row in rows:
+        assert 0 < row["min_ms"] <= row["median_ms"], row
+        assert (row["paired_ratio"] is None) == row["key"].startswith("modules"), row
+    assert "paired ratio" in capsys.readouterr().out

@@ -28,5 +28,9 @@ def test_train_diagnose_and_collapse_agree(tmp_path, capsys):
     assert f"{collapsed:.3g}" in capsys.readouterr().out
 
     assert trained > 0
-    assert diagnosed == pytest.approx(trained, rel=1e-6)
-    assert collapsed == pytest.approx(trained, rel=1e-6)
+    # `train` measures the model in memory, `diagnose` and `collapse` the reloaded one, whose weights sit in the
+    # memory-mapped safetensors file at another alignment; MKL picks its small-GEMM kernels by alignment, so the
+    # one-token calibration prompt's A differs by float32 round-off (≈ 6e-7), which the order parameter (an RMSE
+    # between near-identical tensors over their mean) amplifies to a few 1e-6 relative
+    assert diagnosed == pytest.approx(trained, rel=1e-4)
+    assert collapsed == pytest.approx(diagnosed, rel=1e-9)  # both from the reloaded weights

@@ -408,14 +408,17 @@ def residual_units(a: torch.Tensor, units) -> torch.Tensor:
     return a
 
 
+def _linear_rows(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+    """x·Wᵀ + b for rows x (M, in), the bias added inside the GEMM."""
+    return torch.addmm(bias, x, weight.t()) if bias is not None else x @ weight.t()
+
+
 def _glu_rows(x: torch.Tensor, w1, b1, w2, b2, w3, b3, keep: bool):
     """GLU of the rows of x (M, d) → (y, (h1, h2) if `keep`): h1 = W1·x + b1, h2 = W2·x + b2 (pre-activations),
     y = W3·(silu(h1) ⊙ h2) + b3. Without `keep` the epilogue runs in place (h1 becomes the GLU's product)."""
-    h1 = torch.addmm(b1, x, w1.t()) if b1 is not None else x @ w1.t()
-    h2 = torch.addmm(b2, x, w2.t()) if b2 is not None else x @ w2.t()
+    h1, h2 = _linear_rows(x, w1, b1), _linear_rows(x, w2, b2)
     product = F.silu(h1) * h2 if keep else F.silu(h1, inplace=True).mul_(h2)
-    y = torch.addmm(b3, product, w3.t()) if b3 is not None else product @ w3.t()
-    return y, ((h1, h2) if keep else ())
+    return _linear_rows(product, w3, b3), ((h1, h2) if keep else ())
 
 
 def _unit_rows(a: torch.Tensor, unit_params, eps: float, mode: str | None):
@@ -455,8 +458,7 @@ def _unit_rows_backward(grad_out: torch.Tensor, unit_params, kept, grads) -> tor
         if pre:
             h1, h2 = pre
         else:  # recompute the pre-activations from the GLU's input
-            h1 = torch.addmm(b1, x, w1.t()) if b1 is not None else x @ w1.t()
-            h2 = torch.addmm(b2, x, w2.t()) if b2 is not None else x @ w2.t()
+            h1, h2 = _linear_rows(x, w1, b1), _linear_rows(x, w2, b2)
         sig = torch.sigmoid(h1)
         s1 = h1 * sig  # silu(h1)
         if gw3 is not None:
@@ -478,6 +480,19 @@ def _unit_rows_backward(grad_out: torch.Tensor, unit_params, kept, grads) -> tor
     return dy.add_(grad_r)
 
 
+def _units_in_blocks(a: torch.Tensor, params, per_unit: int, block: int, eps: float, mode: str | None):
+    """Every unit on each block of `block` rows of a (M, d) in turn → (output, what backward needs, block by block
+    and unit by unit); `params` holds `per_unit` tensors per unit (`_fused_params`), `mode` as in `_unit_rows`."""
+    units = [params[i : i + per_unit] for i in range(0, len(params), per_unit)]
+    outputs, saved = [], []
+    for rows in a.split(block):
+        for unit in units:
+            rows, kept = _unit_rows(rows, unit, eps, mode)
+            saved += kept
+        outputs.append(rows)
+    return (outputs[0] if len(outputs) == 1 else torch.cat(outputs)), saved
+
+
 class _FusedResidualUnits(torch.autograd.Function):
     """The metric learner's residual units on the rows of A (M, d) as one autograd node with a hand-written
     backward (issue 17): the same maths as the modules (`PldrllmResidualUnit`), with fewer passes over the 170-wide
@@ -494,16 +509,10 @@ class _FusedResidualUnits(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, a, mode, block, eps, per_unit, *params):
-        units = [params[i : i + per_unit] for i in range(0, len(params), per_unit)]
-        outputs, saved = [], []
-        for rows in a.split(block):
-            for unit in units:
-                rows, kept = _unit_rows(rows, unit, eps, mode)
-                saved += kept
-            outputs.append(rows)
-        ctx.block, ctx.per_unit, ctx.num_params, ctx.num_blocks = block, per_unit, len(params), len(outputs)
+        out, saved = _units_in_blocks(a, params, per_unit, block, eps, mode)
+        ctx.block, ctx.per_unit, ctx.num_params = block, per_unit, len(params)
         ctx.save_for_backward(*params, *saved)
-        return outputs[0] if len(outputs) == 1 else torch.cat(outputs)
+        return out
 
     @staticmethod
     @torch.autograd.function.once_differentiable
@@ -514,10 +523,11 @@ class _FusedResidualUnits(torch.autograd.Function):
         # inputs 0–4 are a, mode, block, eps, per_unit; frozen parameters get no gradient
         wanted = ctx.needs_input_grad[5:]
         grads = [torch.zeros_like(p) if p is not None and w else None for p, w in zip(params, wanted)]
-        kept_per_unit = len(saved) // ctx.num_blocks // len(units)
+        grad_blocks = grad_out.split(ctx.block)
+        kept_per_unit = len(saved) // len(grad_blocks) // len(units)
         grad_a = torch.empty_like(grad_out)
         start = 0
-        for i, grad_rows in enumerate(grad_out.split(ctx.block)):
+        for i, grad_rows in enumerate(grad_blocks):
             for u in reversed(range(len(units))):
                 first = (i * len(units) + u) * kept_per_unit
                 unit_grads = grads[u * ctx.per_unit : (u + 1) * ctx.per_unit]
@@ -557,16 +567,11 @@ def _fused_units(a: torch.Tensor, units, recompute: bool) -> torch.Tensor:
     eps = units[0].layernormA.eps
     # the row blocks keep activations in a CPU core's cache; an accelerator wants one launch per GEMM
     block = FUSED_BLOCK_ROWS if a.device.type == "cpu" else max(a.shape[0], 1)
+    per_unit = len(params) // len(units)
     if not (torch.is_grad_enabled() and (a.requires_grad or any(p is not None and p.requires_grad for p in params))):
-        per_unit = len(params) // len(units)
-        out = []
-        for rows in a.split(block):
-            for k in range(len(units)):
-                rows, _ = _unit_rows(rows, params[k * per_unit : (k + 1) * per_unit], eps, None)
-            out.append(rows)
-        return out[0] if len(out) == 1 else torch.cat(out)
+        return _units_in_blocks(a, params, per_unit, block, eps, None)[0]
     mode = "inputs" if recompute else "store"
-    return _FusedResidualUnits.apply(a, mode, block, eps, len(params) // len(units), *params)
+    return _FusedResidualUnits.apply(a, mode, block, eps, per_unit, *params)
 
 
 def metric_learner(

@@ -147,7 +147,11 @@ class Ratio:
     # the median over rounds of the ratio within a round (the contenders of a round run back to back, so a slow
     # phase of the machine slows both): robust to load that drifts between rounds
     value_paired: float | None = None
+    # the interquartile range of those within-round ratios: how far one round's ratio strays on this machine
+    paired_iqr: tuple[float, float] | None = None
     met: bool | None = None
+    # the target lies inside `paired_iqr`: whether it is met is not decided at this machine's noise
+    within_noise: bool | None = None
     bound: float | None = None  # the FLOP bound of a time ratio, from the config (`benchmarks/flops.py`)
 
     def evaluate(self, measured: dict) -> None:
@@ -169,8 +173,13 @@ class Ratio:
             elif self.kind == "speedup":
                 pairs = [1 / p for p in pairs]
             self.value_paired = statistics.median(pairs)
+            if len(pairs) > 1:
+                low, _, high = statistics.quantiles(pairs, n=4, method="inclusive")
+                self.paired_iqr = (low, high)
         if self.target is not None:
             self.met = self.value >= self.target if self.op == ">=" else self.value <= self.target
+            if self.paired_iqr is not None:
+                self.within_noise = self.paired_iqr[0] <= self.target <= self.paired_iqr[1]
 
     @property
     def unit(self) -> str:
@@ -678,7 +687,10 @@ def measure(workload: Workload, repeats: int, log) -> None:
     cpus = {c.key: [] for c in workload.contenders}
     peaks = {c.key: 0 for c in workload.contenders}
     for repeat in range(repeats):
-        for contender in workload.contenders:
+        # serpentine order (forward, then backward): every contender's mean place in a round is the same, so a
+        # machine that slows or speeds up within a round favours none of them
+        order = workload.contenders if repeat % 2 == 0 else workload.contenders[::-1]
+        for contender in order:
             wall, cpu, peak = _timed(contender.run)
             walls[contender.key].append(wall)
             cpus[contender.key].append(cpu)
@@ -737,7 +749,8 @@ def profile_workload(workload: Workload, rows: int) -> str:
 def _verdict(ratio: Ratio) -> str:
     if ratio.target is None:
         return "—"
-    return ("✓" if ratio.met else "✗") + f" ({ratio.op} {ratio.target:g})"
+    verdict = ("✓" if ratio.met else "✗") + f" ({ratio.op} {ratio.target:g})"
+    return verdict + (", within noise" if ratio.within_noise else "")
 
 
 def _speed(result: dict) -> str:
@@ -749,7 +762,7 @@ def _speed(result: dict) -> str:
 def summary_table(workloads: list[Workload]) -> list[str]:
     """One row per ratio: what the issue's targets are about."""
     lines = [
-        "| workload | ours | baseline | ratio | ratio from CPU time | paired ratio | FLOP bound | target |",
+        "| workload | ours | baseline | ratio | ratio from CPU time | paired ratio (IQR) | FLOP bound | target |",
         "|---|---|---|---|---|---|---|---|",
     ]
     mib = 2**20
@@ -762,6 +775,8 @@ def summary_table(workloads: list[Workload]) -> list[str]:
                 ours, base = _speed(num), _speed(den)
             cpu = "—" if ratio.value_cpu is None else f"{ratio.value_cpu:.2f}"
             paired = "—" if ratio.value_paired is None else f"{ratio.value_paired:.2f}"
+            if ratio.paired_iqr is not None:
+                paired += " ({:.2f}–{:.2f})".format(*ratio.paired_iqr)
             bound = "—" if ratio.bound is None else f"{ratio.bound:.2f}"
             lines.append(
                 f"| {workload.title}: {ratio.label} | {num['label']}: {ours} | {den['label']}: {base} "
@@ -813,9 +828,11 @@ def render(meta: dict, workloads: list[Workload], profiles: dict) -> str:
         f"- PLDR-LLM / Llama: {meta['pldr_sizes']}",
         f"- AGF / Marian: {meta['agf_sizes']}",
         f"- parameters: {meta['parameters']}",
-        "- medians over the repeats after one warm-up run per contender, contenders alternating; ratios of medians "
-        "(the target is about these); paired ratio: the median over rounds of the ratio within one round, which a "
-        "slow phase of a shared machine affects less; numbers are reported, not asserted",
+        "- medians over the repeats after one warm-up run per contender, contenders alternating (in serpentine "
+        "order: forward in odd rounds, backward in even ones); ratios of medians (the target is about these); "
+        "paired ratio: the median over rounds of the ratio within one round, which a slow phase of a shared machine "
+        'affects less, with the interquartile range of those ratios; "within noise": the target lies inside that '
+        "range, so whether it is met is not decided by this run; numbers are reported, not asserted",
         "",
         "## Summary",
         "",

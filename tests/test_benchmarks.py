@@ -7,6 +7,8 @@ the issue is measured, and that the Markdown and JSON reports are written.
 import json
 import math
 
+import pytest
+
 from benchmarks import __main__ as cli
 from benchmarks import suite
 
@@ -65,3 +67,35 @@ def test_metric_learner_benchmark_times_every_contender(tmp_path, capsys):
         assert 0 < row["min_ms"] <= row["median_ms"], row
         assert (row["paired_ratio"] is None) == row["key"].startswith("modules"), row
     assert "paired ratio" in capsys.readouterr().out
+
+
+def test_rounds_alternate_direction_so_no_contender_always_runs_first():
+    calls = []
+    contenders = [suite.Contender(key, key, lambda key=key: calls.append(key)) for key in "abc"]
+    workload = suite.Workload("w", "w", {}, contenders, [suite.Ratio("a / c", "a", "c", "time")])
+    suite.measure(workload, repeats=3, log=lambda message: None)
+    assert calls == list("abc") + list("abc") + list("cba") + list("abc")  # warm-ups, then serpentine rounds
+    assert all(len(workload.measured[key]["runs_s"]) == 3 for key in "abc")
+
+
+def _measured(times: dict) -> dict:
+    return {
+        key: {"median_s": sorted(runs)[len(runs) // 2], "cpu_s": 1.0, "runs_s": runs} for key, runs in times.items()
+    }
+
+
+def test_paired_ratio_reports_its_spread_and_flags_a_target_inside_it():
+    # within-round ratios 1.10, 1.15, 1.20, 1.25, 1.30: median 1.20, interquartile range 1.15–1.25
+    measured = _measured({"ours": [1.10, 1.15, 1.20, 1.25, 1.30], "base": [1.0] * 5})
+    inside = suite.Ratio("ours / base", "ours", "base", "time", 1.2, "<=")
+    inside.evaluate(measured)
+    assert inside.value_paired == pytest.approx(1.2)
+    assert inside.paired_iqr == pytest.approx((1.15, 1.25))
+    assert inside.met and inside.within_noise
+    assert suite._verdict(inside) == "✓ (<= 1.2), within noise"
+    outside = suite.Ratio("ours / base", "ours", "base", "time", 1.4, "<=")
+    outside.evaluate(measured)
+    assert outside.met and outside.within_noise is False and suite._verdict(outside) == "✓ (<= 1.4)"
+    missed = suite.Ratio("ours / base", "ours", "base", "time", 1.1, "<=")
+    missed.evaluate(measured)
+    assert not missed.met and not missed.within_noise and suite._verdict(missed) == "✗ (<= 1.1)"

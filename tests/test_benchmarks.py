@@ -28,6 +28,7 @@ def test_quick_suite_runs_every_workload_and_writes_both_reports(tmp_path, capsy
             assert math.isfinite(ratio["value"]) and ratio["value"] > 0, ratio
             if ratio["kind"] != "memory":
                 assert math.isfinite(ratio["value_paired"]) and ratio["value_paired"] > 0, ratio
+                assert math.isfinite(ratio["value_min"]) and ratio["value_min"] > 0, ratio
             targets += ratio["target"] is not None
     # the targets: 2 + 2 decode, 3 scoring, 3 training (time default / fastest, memory), 1 small training, 1 AGF
     assert targets == 12
@@ -80,7 +81,8 @@ def test_rounds_alternate_direction_so_no_contender_always_runs_first():
 
 def _measured(times: dict) -> dict:
     return {
-        key: {"median_s": sorted(runs)[len(runs) // 2], "cpu_s": 1.0, "runs_s": runs} for key, runs in times.items()
+        key: {"median_s": sorted(runs)[len(runs) // 2], "min_s": min(runs), "cpu_s": 1.0, "runs_s": runs}
+        for key, runs in times.items()
     }
 
 
@@ -89,7 +91,7 @@ def test_paired_ratio_reports_its_spread_and_flags_a_target_inside_it():
     measured = _measured({"ours": [1.10, 1.15, 1.20, 1.25, 1.30], "base": [1.0] * 5})
     inside = suite.Ratio("ours / base", "ours", "base", "time", 1.2, "<=")
     inside.evaluate(measured)
-    assert inside.value_paired == pytest.approx(1.2)
+    assert inside.value_paired == pytest.approx(1.2) and inside.value_min == pytest.approx(1.1)
     assert inside.paired_iqr == pytest.approx((1.15, 1.25))
     assert inside.met and inside.within_noise
     assert suite._verdict(inside) == "✓ (<= 1.2), within noise"

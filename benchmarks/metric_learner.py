@@ -4,9 +4,10 @@ a scoring batch (16 sequences), forward + backward and forward without gradients
 
     python -m benchmarks.metric_learner [--rounds 15] [--output benchmarks/results/metric_learner]
 
-Contenders alternate within each round; the table gives the minimum, the 25th percentile and the median per
-contender (a shared machine's load shows in the upper percentiles) and the paired ratio of each fused contender to
-its module-path counterpart (median over rounds of the within-round ratio). Writes `.md` and `.json`.
+Contenders alternate within each round, in serpentine order (`suite.serpentine`); the table gives the minimum, the
+25th percentile and the median per contender (a shared machine's load shows in the upper percentiles) and the paired
+ratio of each fused contender to its module-path counterpart (median over rounds of the within-round ratio). Writes
+`.md` and `.json`.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ import statistics
 import sys
 import time
 from pathlib import Path
+
+from benchmarks import suite
 
 
 DEFAULT_OUTPUT = Path(__file__).resolve().parent / "results" / "metric_learner"
@@ -81,8 +84,8 @@ def main(argv: list[str] | None = None) -> int:
     for _, _, _, step in entries:  # warm-up
         step()
     times = {key: [] for key, *_ in entries}
-    for _ in range(args.rounds):
-        for key, _, _, step in entries:
+    for round_index in range(args.rounds):
+        for key, _, _, step in suite.serpentine(entries, round_index):
             start = time.perf_counter()
             step()
             times[key].append(time.perf_counter() - start)

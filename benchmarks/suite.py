@@ -676,6 +676,12 @@ def _graph_breaks() -> int:
     return sum(counters["graph_break"].values())
 
 
+def serpentine(items: list, round_index: int) -> list:
+    """The order of one timed round: forward in even rounds, backward in odd ones, so every contender's mean place
+    in a round is the same and a machine that slows or speeds up within a round favours none of them."""
+    return items if round_index % 2 == 0 else items[::-1]
+
+
 def measure(workload: Workload, repeats: int, log) -> None:
     """Warm-up per contender, then `repeats` rounds over all contenders; fills `workload.measured`."""
     first, breaks = {}, {}
@@ -688,10 +694,7 @@ def measure(workload: Workload, repeats: int, log) -> None:
     cpus = {c.key: [] for c in workload.contenders}
     peaks = {c.key: 0 for c in workload.contenders}
     for repeat in range(repeats):
-        # serpentine order (forward, then backward): every contender's mean place in a round is the same, so a
-        # machine that slows or speeds up within a round favours none of them
-        order = workload.contenders if repeat % 2 == 0 else workload.contenders[::-1]
-        for contender in order:
+        for contender in serpentine(workload.contenders, repeat):
             wall, cpu, peak = _timed(contender.run)
             walls[contender.key].append(wall)
             cpus[contender.key].append(cpu)

@@ -30,7 +30,7 @@ def test_quick_suite_runs_every_workload_and_writes_both_reports(tmp_path, capsy
                 assert math.isfinite(ratio["value_paired"]) and ratio["value_paired"] > 0, ratio
                 assert math.isfinite(ratio["value_min"]) and ratio["value_min"] > 0, ratio
             targets += ratio["target"] is not None
-    # the targets: 2 + 2 decode, 3 scoring, 3 training (time default / fastest, memory), 1 small training, 1 AGF
+    # the targets: 2 + 2 decode, 3 scoring, 3 training (time default / activations stored, memory), 1 small training, 1 AGF
     assert targets == 12
     train = next(w for w in report["workloads"] if w["key"] == "train")
     assert all(result["fresh_peak_bytes"] > 0 for result in train["contenders"].values())

@@ -15,6 +15,12 @@ block. The PLDR-LLM extra per layer and sequence (`metric_learner_flops`):
 
 A training step is forward + backward ≈ 3 × forward; recomputing the metric learner's activations in backward (the
 default) adds the two GLU pre-activation products of each unit's GLUs again, 2 of their 3 products.
+
+These counts equal `torch.utils.flop_counter.FlopCounterMode`'s count of the real models' matrix products (tested;
+torch counts no FLOPs for SDPA on a CPU, so the comparison leaves the attention term out on both sides).
+`unit_gemm_shapes` lists the metric learner's products one by one, as the fused path makes them: the suite replays
+them alone on random operands for its GEMM floor (what the metric learner would cost if its elementwise work, norms
+and dispatch were free).
 """
 
 from __future__ import annotations
@@ -24,11 +30,15 @@ def main_forward_flops(config, batch: int, length: int, context: int | None = No
     """Forward FLOPs of the shared transformer body and LM head for `batch` × `length` new tokens attending to
     `context` positions (default: `length`)."""
     hidden, layers = config.hidden_size, config.num_hidden_layers
-    context = length if context is None else context
     per_layer = 4 * hidden * hidden + 3 * hidden * config.intermediate_size  # q, k, v, o; three FFN products
     linear = 2 * (layers * per_layer + hidden * config.vocab_size)
-    attention = 4 * context * hidden * layers
-    return batch * length * (linear + attention)
+    return batch * length * linear + attention_flops(config, batch, length, context)
+
+
+def attention_flops(config, batch: int, length: int, context: int | None = None) -> float:
+    """The scores and values of every layer's attention: 4·context·D per new token and layer (a full block)."""
+    context = length if context is None else context
+    return batch * length * 4 * context * config.hidden_size * config.num_hidden_layers
 
 
 def metric_learner_flops(config, batch: int, length: int, *, projections: int | None = None) -> dict[str, float]:
@@ -67,3 +77,23 @@ def decode_bound(config, batch: int, prompt: int, new_tokens: int) -> float:
     steps = sum(main_forward_flops(config, batch, 1, context=prompt + t) for t in range(new_tokens))
     extra = metric_learner_flops(config, batch, prompt, projections=batch * (prompt + new_tokens))
     return (prefill + steps + sum(extra.values())) / (prefill + steps)
+
+
+def unit_gemm_shapes(config, batch: int, *, backward: bool, recompute: bool, block: int) -> list[tuple[int, int, int]]:
+    """(m, k, n) of every matrix product the fused residual units make for `batch` sequences, per layer and block of
+    `block` rows (`FUSED_BLOCK_ROWS`; each head's d×d matrix is d rows): per GLU forward W1·x, W2·x (d → a) and
+    W3·p (a → d); backward, with `backward`, the two pre-activations again if `recompute`, then ∂W3 = dyᵀ·p,
+    dg = dy·W3, ∂W1, ∂W2 = dhᵀ·x and dx = dh1·W1 + dh2·W2."""
+    d, a = config.head_dim, config.A_dff
+    rows = batch * config.num_attention_heads * d
+    glus = config.num_reslayerA * config.num_denseA
+    shapes = []
+    for _ in range(config.num_hidden_layers):
+        for start in range(0, rows, block):
+            n = min(block, rows - start)
+            per_glu = [(n, d, a), (n, d, a), (n, a, d)]
+            if backward:
+                per_glu += [(n, d, a), (n, d, a)] if recompute else []
+                per_glu += [(d, n, a), (n, d, a), (a, n, d), (a, n, d), (n, a, d), (n, a, d)]
+            shapes += per_glu * glus
+    return shapes

@@ -7,9 +7,9 @@ Workloads (full sizes; `--quick` shrinks every model and input to a smoke run):
 |---|---|---|
 | `decode_b1` | greedy decode, batch 1, prompt 128, 48 new tokens | PLDR collapsed (DynamicCache; StaticCache eager; StaticCache + `torch.compile`), PLDR uncollapsed (KV + G cache), `LlamaForCausalLM` (DynamicCache; StaticCache + `torch.compile`) |
 | `decode_b8` | the same, batch 8, 32 new tokens | the same |
-| `scoring` | forward without cache, batch 16 × 32 tokens (lm-eval log-likelihood) | PLDR uncollapsed (metric learner), PLDR collapsed, Llama |
-| `train` | training step, forward + backward, batch 4 × 256, SDPA; peak memory of each contender in a fresh process | PLDR default (fused units, pre-activations recomputed in backward), fused units with stored activations, compiled module path, default + DAG term, Llama |
-| `train_small` | the same at the `small` training size (4 layers × 256 wide) | PLDR default, Llama |
+| `scoring` | forward without cache, batch 16 × 32 tokens (lm-eval log-likelihood) | PLDR uncollapsed (metric learner; compiled units), PLDR collapsed, Llama, GEMM floor |
+| `train` | training step, forward + backward, batch 4 × 256, SDPA; peak memory of each contender in a fresh process | PLDR default (fused units, pre-activations recomputed in backward), fused units with stored activations, compiled module path, default + DAG term, Llama, GEMM floor |
+| `train_small` | the same at the `small` training size (4 layers × 256 wide) | PLDR default, Llama, GEMM floor |
 | `agf_attention` | one self-attention module, forward + backward, batch 16 × 128, eager | AGF + PCM-V, AGF, sinusoidal |
 | `agf_train` | translation training step, forward + backward, batch 16, 64 source and 64 target tokens | AGF + PCM-V, AGF, sinusoidal (eager), `MarianMTModel` (SDPA) |
 | `agf_decode` | greedy translation, batch 8, 32 source tokens, 32 new tokens | AGF + PCM-V, sinusoidal, `MarianMTModel` |
@@ -24,8 +24,10 @@ Protocol: per workload, one warm-up run per contender (it includes `torch.compil
 affects them alike. Reported: median wall time (and min–max), median process CPU time (all threads; with
 `--threads 1` it is nearly independent of other processes' load), tokens/s for decoding, the largest extra heap in
 use during a run (glibc `mallinfo2`, `generate_speed.HeapPeak`) next to the weights, and the ratios the issue sets
-targets for, with the FLOP bound of each PLDR-LLM ratio computed from the config (`benchmarks/flops.py`). Numbers are
-reported, never asserted.
+targets for, with the FLOP bound of each PLDR-LLM ratio computed from the config (`benchmarks/flops.py`). The GEMM
+floor (`gemm_floor`) is Llama's run followed by the metric learner's matrix products alone, in their real shapes on
+random operands: the ratio PLDR-LLM would reach if nothing but those GEMMs cost time. Numbers are reported, never
+asserted.
 
     python -m benchmarks run                     # full protocol; writes benchmarks/results.md and results.json
     python -m benchmarks run --quick             # tiny sizes, well under 2 minutes (CI smoke)
@@ -128,6 +130,7 @@ class Contender:
     tokens: int | None = None  # generated tokens per run (decoding), for tokens/s
     weights: int | None = None  # bytes of parameters and buffers
     compiled: bool = False
+    fresh_memory: bool = True  # a training contender `benchmarks.memory` can rebuild in a fresh process
 
 
 @dataclass
@@ -408,6 +411,7 @@ def scoring_workload(models: Models, protocol: dict) -> Workload:
     ]
     for contender, key in zip(contenders, "badb"):
         contender.weights = generate_speed.weight_bytes(m[key])
+    contenders.append(gemm_floor(m["b"].config, protocol["batch"], contenders[2].run, backward=False))
     bound = flops.scoring_bound(m["b"].config, protocol["batch"], protocol["length"])
     ratios = [
         Ratio("collapsed speed-up over uncollapsed", "collapsed", "uncollapsed", "speedup", 3.5, ">="),
@@ -422,6 +426,7 @@ def scoring_workload(models: Models, protocol: dict) -> Workload:
             bound=bound,
         ),
         Ratio("uncollapsed, compiled units / Llama", "uncollapsed_compiled", "llama", "time", bound=bound),
+        Ratio("GEMM floor: Llama + the metric learner's GEMMs / Llama", "gemm_floor", "llama", "time", bound=bound),
     ]
     notes = ["one forward over the whole batch, logits of every position, `use_cache=False`, no grad"]
     title = f"scoring forward, batch {protocol['batch']} × {protocol['length']} tokens, no cache"
@@ -488,10 +493,41 @@ def _train_contenders(pldr, llama, ids, *, small: bool = False) -> list[Contende
     contenders = [
         Contender(k, labels[k], training_step(pldr, ids, k), weights=generate_speed.weight_bytes(pldr)) for k in keys
     ]
-    contenders.append(
-        Contender("llama", "Llama", training_step(llama, ids), weights=generate_speed.weight_bytes(llama))
-    )
+    llama_step = training_step(llama, ids)
+    contenders.append(Contender("llama", "Llama", llama_step, weights=generate_speed.weight_bytes(llama)))
+    contenders.append(gemm_floor(pldr.config, ids.shape[0], llama_step, backward=True))
     return contenders
+
+
+def gemm_floor(config, batch: int, llama_run: Callable[[], None], *, backward: bool) -> Contender:
+    """Llama's run, then the metric learner's matrix products alone (`flops.unit_gemm_shapes`, default settings) on
+    random operands: what PLDR-LLM would cost if everything it adds but those GEMMs (elementwise work, norms, the
+    Gram matrix, the power law, dispatch) were free. Measured in the same rounds, so the ratio to Llama is the
+    floor these GEMM shapes reach on this machine, beside the FLOP bound (which assumes Llama's GFLOP/s)."""
+    import torch
+
+    from benchmarks import flops
+    from plldr_hf.models.pldrllm.modeling_pldrllm import FUSED_BLOCK_ROWS
+
+    shapes = flops.unit_gemm_shapes(config, batch, backward=backward, recompute=True, block=FUSED_BLOCK_ROWS)
+    generator = torch.Generator().manual_seed(6)
+    operands = {
+        shape: (
+            torch.randn(shape[0], shape[1], generator=generator),
+            torch.randn(shape[2], shape[1], generator=generator),
+        )
+        for shape in set(shapes)
+    }
+    outputs = {shape: torch.empty(shape[0], shape[2]) for shape in operands}
+
+    def run():
+        llama_run()
+        for shape in shapes:
+            left, right = operands[shape]
+            torch.mm(left, right.t(), out=outputs[shape])
+
+    label = "Llama, then the metric learner's GEMMs alone (default settings, random operands)"
+    return Contender("gemm_floor", label, run, fresh_memory=False)
 
 
 def train_workload(models: Models, protocol: dict) -> Workload:
@@ -507,6 +543,9 @@ def train_workload(models: Models, protocol: dict) -> Workload:
         Ratio("activations stored / Llama", "pldr_store", "llama", "time", 1.15, "<=", bound=stored),
         Ratio("compiled units / Llama", "pldr_fast", "llama", "time", bound=stored),
         Ratio("DAG on / Llama", "pldr_dag", "llama", "time", bound=recomputed),
+        Ratio(
+            "GEMM floor: Llama + the metric learner's GEMMs / Llama", "gemm_floor", "llama", "time", bound=recomputed
+        ),
         Ratio("peak memory, default / Llama", "pldr", "llama", "memory", 1.3, "<="),
         Ratio("peak memory, activations stored / Llama", "pldr_store", "llama", "memory"),
     ]
@@ -536,7 +575,10 @@ def train_small_workload(models: Models, protocol: dict) -> Workload:
     pldr, llama = built["b"], built["d"]
     ids = _ids(protocol["batch"], protocol["length"], sizes["vocab_size"], seed=4)
     bound = flops.training_bound(pldr.config, protocol["batch"], protocol["length"], True)
-    ratios = [Ratio("default / Llama", "pldr", "llama", "time", 1.4, "<=", bound=bound)]
+    ratios = [
+        Ratio("default / Llama", "pldr", "llama", "time", 1.4, "<=", bound=bound),
+        Ratio("GEMM floor: Llama + the metric learner's GEMMs / Llama", "gemm_floor", "llama", "time", bound=bound),
+    ]
     notes = [
         "the `small` size of `plldr-hf train pldrllm` (4 layers × 256 wide, 4 heads × 64, the released 8-unit "
         "metric learner of 64→170→64 GLUs) against a Llama of the same shape; default settings, DAG off",
@@ -722,7 +764,7 @@ def measure(workload: Workload, repeats: int, log) -> None:
     if any(ratio.kind == "memory" for ratio in workload.ratios):
         import torch
 
-        keys = [c.key for c in workload.contenders]
+        keys = [c.key for c in workload.contenders if c.fresh_memory]
         log(f"  peak memory of {keys}, each in a fresh process")
         peaks = fresh_process_peaks(keys, workload.size, workload.protocol, torch.get_num_threads())
         for key, peak in peaks.items():

@@ -33,7 +33,14 @@ def test_quick_suite_runs_every_workload_and_writes_both_reports(tmp_path, capsy
     # the targets: 2 + 2 decode, 3 scoring, 3 training (time default / activations stored, memory), 1 small training, 1 AGF
     assert targets == 12
     train = next(w for w in report["workloads"] if w["key"] == "train")
-    assert all(result["fresh_peak_bytes"] > 0 for result in train["contenders"].values())
+    models = {key: result for key, result in train["contenders"].items() if key != "gemm_floor"}
+    assert len(models) == 5 and all(result["fresh_peak_bytes"] > 0 for result in models.values())
+    # the GEMM floor is a replay, not a model: no fresh-process memory run, a time ratio in each workload with a bound
+    for key in ("scoring", "train", "train_small"):
+        workload = next(w for w in report["workloads"] if w["key"] == key)
+        assert "fresh_peak_bytes" not in workload["contenders"]["gemm_floor"]
+        floor = next(r for r in workload["ratios"] if r["numerator"] == "gemm_floor")
+        assert floor["kind"] == "time" and floor["bound"] > 1.0 and floor["value"] > 0
     bounds = [r["bound"] for w in report["workloads"] for r in w["ratios"] if r["bound"] is not None]
     assert len(bounds) >= 6 and all(1.0 < b < 3.0 for b in bounds)
 

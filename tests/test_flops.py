@@ -21,6 +21,11 @@ def models():
     return built["b"], built["d"], suite._ids(BATCH, LENGTH, sizes["vocab_size"], seed=3)
 
 
+def _body(config) -> float:
+    """The shared body's forward FLOPs without the attention term (torch has no FLOP formula for SDPA on a CPU)."""
+    return flops.main_forward_flops(config, BATCH, LENGTH) - flops.attention_flops(config, BATCH, LENGTH)
+
+
 def _counted(run) -> int:
     with FlopCounterMode(display=False) as counter:
         run()
@@ -30,9 +35,7 @@ def _counted(run) -> int:
 def test_forward_counts_equal_torch_flop_counter(models):
     pldr, llama, ids = models
     config = pldr.config
-    # torch has no FLOP formula for SDPA on a CPU: the attention term is left out of the comparison
-    body = flops.main_forward_flops(config, BATCH, LENGTH) - flops.attention_flops(config, BATCH, LENGTH)
-    extra = flops.metric_learner_flops(config, BATCH, LENGTH)
+    body, extra = _body(config), flops.metric_learner_flops(config, BATCH, LENGTH)
     with torch.no_grad():
         assert _counted(lambda: llama(input_ids=ids, use_cache=False)) == body
         assert _counted(lambda: pldr(input_ids=ids, use_cache=False)) == body + sum(extra.values())
@@ -41,8 +44,7 @@ def test_forward_counts_equal_torch_flop_counter(models):
 def test_training_count_is_three_forwards(models):
     pldr, llama, ids = models
     config = pldr.config
-    body = flops.main_forward_flops(config, BATCH, LENGTH) - flops.attention_flops(config, BATCH, LENGTH)
-    extra = sum(flops.metric_learner_flops(config, BATCH, LENGTH).values())
+    body, extra = _body(config), sum(flops.metric_learner_flops(config, BATCH, LENGTH).values())
 
     def step(model):
         model.train()
@@ -106,8 +108,8 @@ def test_gemm_list_is_what_the_fused_units_compute(models, backward):
     assert sorted(recorder.shapes) == sorted(one_layer)
 
 
-def test_gemm_list_flops_match_the_counts():
-    config = generate_speed.build_models(dict(suite.PLDR_SIZES["quick"], new_tokens=0), ["b"], 0)["b"].config
+def test_gemm_list_flops_match_the_counts(models):
+    config = models[0].config
     units = flops.metric_learner_flops(config, BATCH, LENGTH)["units"]
 
     def total(**kwargs):

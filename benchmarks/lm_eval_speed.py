@@ -1,6 +1,6 @@
 """lm-evaluation-harness scoring speed: PLDR-LLM learned-G and collapsed vs an equal-size Llama, batch 1 vs 16.
 
-The local multiple-choice task of `plldr_hf.lm_eval_tasks` (200 questions × 4 choices, Shakespeare continuations) is
+The local multiple-choice task of `plldr_hf.models.pldrllm.lm_eval_task` (200 questions × 4 choices, Shakespeare continuations) is
 scored by `lm_eval.simple_evaluate` with `HFLM(pretrained=model)`, float32 on the CPU, random weights. The
 contenders run round-robin inside each repeat (load from other processes hits them alike); the table gives the
 median wall time of `--repeats` runs and the largest per-choice log-likelihood difference between batch 1 and 16.
@@ -35,7 +35,7 @@ def main(argv=None) -> int:
     from transformers.utils import logging as hf_logging
 
     import plldr_hf
-    from plldr_hf.lm_eval_tasks import write_continuation_task
+    from plldr_hf.models.pldrllm.lm_eval_task import write_continuation_task
     from plldr_hf.training.corpus import load_text_corpus
     from plldr_hf.training.recipes import llama_config_like, pldrllm_config
     from plldr_hf.training.tokenizers import train_sentencepiece_tokenizer
@@ -44,7 +44,7 @@ def main(argv=None) -> int:
     torch.manual_seed(0)
     folder = tempfile.mkdtemp(prefix="plldr_lm_eval_")
     questions = 20 if args.quick else args.questions
-    task = write_continuation_task(folder, num_questions=questions)
+    task = write_continuation_task(folder, load_text_corpus()["validation"]["text"], num_questions=questions)
     manager = TaskManager(include_path=folder)
     tokenizer = train_sentencepiece_tokenizer(load_text_corpus()["train"], vocab_size=2000, max_documents=3000)
     # the package's named sizes: 110M (the released width and depth), or tiny for the smoke run

@@ -31,7 +31,7 @@ def main(argv: list[str]) -> int:
     contender, size, batch, length = argv[0], argv[1], int(argv[2]), int(argv[3])
     torch.set_num_threads(int(argv[4]) if len(argv) > 4 else 1)
     model = build(contender, size)
-    ids = suite._ids(batch, length, model.config.vocab_size, seed=4)
+    ids = suite.random_ids(batch, length, model.config.vocab_size, seed=4)
     step = suite.training_step(model, ids)
     step()
     with generate_speed.HeapPeak(suite.HEAP_INTERVAL) as heap:

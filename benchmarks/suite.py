@@ -280,7 +280,7 @@ def _parameter_count(model) -> int:
 # workloads
 
 
-def _ids(batch: int, length: int, vocab: int, seed: int):
+def random_ids(batch: int, length: int, vocab: int, seed: int):
     import torch
 
     return torch.randint(4, vocab, (batch, length), generator=torch.Generator().manual_seed(seed))
@@ -320,7 +320,7 @@ def _greedy(model, ids, new_tokens: int, **extra) -> Callable[[], None]:
 def decode_workload(key: str, models: Models, protocol: dict, compile_decode: bool) -> Workload:
     m = models.pldr()
     batch, prompt, new = protocol["batch"], protocol["prompt"], protocol["new_tokens"]
-    ids = _ids(batch, prompt, PLDR_SIZES[models.mode]["vocab_size"], seed=1 if batch == 1 else 8)
+    ids = random_ids(batch, prompt, PLDR_SIZES[models.mode]["vocab_size"], seed=1 if batch == 1 else 8)
     tokens = batch * new
     static = dict(cache_implementation="static", disable_compile=True)
     contenders = [
@@ -392,7 +392,7 @@ def scoring_workload(models: Models, protocol: dict) -> Workload:
     from benchmarks import flops
 
     m = models.pldr()
-    ids = _ids(protocol["batch"], protocol["length"], PLDR_SIZES[models.mode]["vocab_size"], seed=16)
+    ids = random_ids(protocol["batch"], protocol["length"], PLDR_SIZES[models.mode]["vocab_size"], seed=16)
 
     def forward(model, compiled_units: bool | None = None):
         def run():
@@ -507,7 +507,7 @@ def gemm_floor(config, batch: int, llama_run: Callable[[], None], *, backward: b
     import torch
 
     from benchmarks import flops
-    from plldr_hf.models.pldrllm.modeling_pldrllm import FUSED_BLOCK_ROWS
+    from plldr_hf.models.pldrllm.fused_units import FUSED_BLOCK_ROWS
 
     shapes = flops.unit_gemm_shapes(config, batch, backward=backward, recompute=True, block=FUSED_BLOCK_ROWS)
     generator = torch.Generator().manual_seed(6)
@@ -535,7 +535,7 @@ def train_workload(models: Models, protocol: dict) -> Workload:
 
     m = models.pldr()
     pldr, llama = m["b"], m["d"]
-    ids = _ids(protocol["batch"], protocol["length"], PLDR_SIZES[models.mode]["vocab_size"], seed=4)
+    ids = random_ids(protocol["batch"], protocol["length"], PLDR_SIZES[models.mode]["vocab_size"], seed=4)
     config, shape = pldr.config, (protocol["batch"], protocol["length"])
     recomputed, stored = flops.training_bound(config, *shape, True), flops.training_bound(config, *shape, False)
     ratios = [
@@ -573,7 +573,7 @@ def train_small_workload(models: Models, protocol: dict) -> Workload:
     sizes = dict(small_sizes(models.mode), new_tokens=0)
     built = generate_speed.build_models(sizes, ["b", "d"], prompt_len=0)
     pldr, llama = built["b"], built["d"]
-    ids = _ids(protocol["batch"], protocol["length"], sizes["vocab_size"], seed=4)
+    ids = random_ids(protocol["batch"], protocol["length"], sizes["vocab_size"], seed=4)
     bound = flops.training_bound(pldr.config, protocol["batch"], protocol["length"], True)
     ratios = [
         Ratio("default / Llama", "pldr", "llama", "time", 1.4, "<=", bound=bound),
@@ -634,8 +634,8 @@ def agf_attention_workload(models: Models, protocol: dict) -> Workload:
 def agf_train_workload(models: Models, protocol: dict) -> Workload:
     m = models.agf()
     vocab = AGF_SIZES[models.mode]["vocab_size"]
-    source = _ids(protocol["batch"], protocol["source"], vocab, seed=6)
-    labels = _ids(protocol["batch"], protocol["target"], vocab, seed=7)
+    source = random_ids(protocol["batch"], protocol["source"], vocab, seed=6)
+    labels = random_ids(protocol["batch"], protocol["target"], vocab, seed=7)
 
     def step(model):
         def run():
@@ -675,7 +675,7 @@ def agf_train_workload(models: Models, protocol: dict) -> Workload:
 def agf_decode_workload(models: Models, protocol: dict) -> Workload:
     m = models.agf()
     batch, new = protocol["batch"], protocol["new_tokens"]
-    source = _ids(batch, protocol["source"], AGF_SIZES[models.mode]["vocab_size"], seed=9)
+    source = random_ids(batch, protocol["source"], AGF_SIZES[models.mode]["vocab_size"], seed=9)
     contenders = [
         Contender(key, label, _greedy(m[key], source, new), batch * new)
         for key, label in (
@@ -792,11 +792,11 @@ def profile_workload(workload: Workload, rows: int) -> str:
 # report
 
 
-def _verdict(ratio: Ratio) -> str:
+def verdict(ratio: Ratio) -> str:
     if ratio.target is None:
         return "—"
-    verdict = ("✓" if ratio.met else "✗") + f" ({ratio.op} {ratio.target:g})"
-    return verdict + (", within noise" if ratio.within_noise else "")
+    text = ("✓" if ratio.met else "✗") + f" ({ratio.op} {ratio.target:g})"
+    return text + (", within noise" if ratio.within_noise else "")
 
 
 def _speed(result: dict) -> str:
@@ -828,7 +828,7 @@ def summary_table(workloads: list[Workload]) -> list[str]:
             bound = "—" if ratio.bound is None else f"{ratio.bound:.2f}"
             lines.append(
                 f"| {workload.title}: {ratio.label} | {num['label']}: {ours} | {den['label']}: {base} "
-                f"| {ratio.value:.2f}{ratio.unit} | {cpu} | {fastest} | {paired} | {bound} | {_verdict(ratio)} |"
+                f"| {ratio.value:.2f}{ratio.unit} | {cpu} | {fastest} | {paired} | {bound} | {verdict(ratio)} |"
             )
     return lines
 

@@ -5,7 +5,7 @@ one SentencePiece tokenizer and one set of packed blocks, one after the other, s
 two comes from the same run on the same machine. Reported: parameters, validation perplexity (exp of the
 validation cross-entropy over every validation block), the median wall time per optimizer step (forward, backward,
 optimizer; evaluation excluded; first 2 steps skipped) and their ratio, and PLDR-LLM's SOC order parameter
-(`plldr_hf.diagnostics.diagnose` on validation prompts) before and after training.
+(`plldr_hf.models.pldrllm.diagnostics.diagnose` on validation prompts) before and after training.
 
     python benchmarks/train_compare.py --quick          # 8 steps each, minutes: checks the pipeline, times a step
     python benchmarks/train_compare.py --steps 200      # the README comparison (see the printed estimate)

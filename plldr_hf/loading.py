@@ -1,7 +1,8 @@
 """Saved folder (or Hub repo id) → model + tokenizer, the one loader every command, the Hub push and the plots use.
 
-The model is built with this package's registered classes (never remote code), as the Auto class of its family:
-`pldrllm` → `AutoModelForCausalLM`, `agf` → `AutoModelForSeq2SeqLM`. Mistakes get an error that names the folder
+The model is built with this package's registered classes (never remote code), as the Auto class its family's
+descriptor names (`plldr_hf.models.FAMILIES`: `pldrllm` → `AutoModelForCausalLM`, `agf` → `AutoModelForSeq2SeqLM`).
+Mistakes get an error that names the folder
 and the fix (no folder, no `config.json`, a model of the other family, no tokenizer).
 """
 
@@ -12,11 +13,7 @@ import os
 from pathlib import Path
 
 
-__all__ = ["AUTO_CLASSES", "load_folder", "load_model", "load_tokenizer", "read_texts"]
-
-# model_type → the transformers Auto class that loads the family's main model
-AUTO_CLASSES = {"pldrllm": "AutoModelForCausalLM", "agf": "AutoModelForSeq2SeqLM"}
-_FAMILY_NAMES = {"pldrllm": "a PLDR-LLM ('pldrllm')", "agf": "an AGF translation model ('agf')"}
+__all__ = ["load_folder", "load_model", "load_tokenizer", "read_texts"]
 
 
 def _is_hub_id(name: str) -> bool:
@@ -43,15 +40,15 @@ def load_model(model_dir: str | os.PathLike, *, model_type: str | None = None, d
     checkpoint's own)."""
     import transformers
 
-    import plldr_hf  # noqa: F401  (registers the model types)
+    from plldr_hf.models import FAMILIES
 
     folder = Path(model_dir)
     found = _model_type(folder)
     if model_type is not None and found != model_type:
-        raise ValueError(f"{folder} holds a {found!r} model; this command needs {_FAMILY_NAMES[model_type]}")
-    if found not in AUTO_CLASSES:
-        raise ValueError(f"{folder} holds a {found!r} model; plldr_hf loads {sorted(AUTO_CLASSES)}")
-    auto = getattr(transformers, AUTO_CLASSES[found])
+        raise ValueError(f"{folder} holds a {found!r} model; this command needs {FAMILIES[model_type].description}")
+    if found not in FAMILIES:
+        raise ValueError(f"{folder} holds a {found!r} model; plldr_hf loads {sorted(FAMILIES)}")
+    auto = getattr(transformers, FAMILIES[found].auto_class)
     return auto.from_pretrained(folder, dtype=dtype).eval()
 
 

@@ -138,7 +138,8 @@ def scoring_speeds(models: dict, input_ids: torch.Tensor, rounds: int = 7) -> di
 def run_pldrllm(plan: QuickstartPlan, out: Path, deadline: Deadline) -> dict:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from plldr_hf.diagnostics import diagnose
+    from plldr_hf.models.pldrllm.diagnostics import diagnose
+    from plldr_hf.models.pldrllm.plots import save_diagnostics
     from plldr_hf.training.causal_lm import train_causal_lm
     from plldr_hf.training.options import TrainOptions
 
@@ -167,7 +168,7 @@ def run_pldrllm(plan: QuickstartPlan, out: Path, deadline: Deadline) -> dict:
 
     # the default calibration inputs of train, diagnose and collapse: every order parameter below is the same number
     diagnostics = diagnose(model, new_tokens=16)
-    diagnostics.save(run_dir / "diagnostics")
+    save_diagnostics(diagnostics, run_dir / "diagnostics")
 
     # collapse() measures first and refuses a model whose G still depends on the input
     collapsed = AutoModelForCausalLM.from_pretrained(run_dir).eval()
@@ -247,7 +248,8 @@ def example_rows(dataset, hypotheses: list[str], count: int = 4, words: tuple[in
 
 
 def run_agf(plan: QuickstartPlan, out: Path, deadline: Deadline) -> dict:
-    from plldr_hf.plots import coefficient_change, plot_coefficient_curves, plot_loss_curves
+    from plldr_hf.models.agf.plots import coefficient_change, plot_coefficient_curves
+    from plldr_hf.plots import plot_loss_curves
     from plldr_hf.training.recipes import POSITION_VARIANTS, translation_training_arguments
     from plldr_hf.training.seq2seq import train_translation
 

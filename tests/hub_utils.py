@@ -9,9 +9,8 @@ huggingface_hub reads its endpoint and offline flag at import time and the test 
 
 - `org/pldr-collapsed`: a tiny invariant PLDR-LLM, collapsed, via `plldr_hf.hub.push_to_hub` (tokenizer, card);
 - `org/agf`: a tiny AGF / PCM-V model, via `plldr_hf.hub.push_to_hub`;
-- `org/pldr-method`: the same PLDR-LLM via `model.push_to_hub(repo_id, tokenizer=..., card=...)` after
-  `plldr_hf.hub.install_push_to_hub` (installed by the test unless the package already did);
-- `org/pldr-plain`: the same PLDR-LLM via transformers' own `PreTrainedModel.push_to_hub` (no tokenizer, bare card);
+- `org/pldr-method`: the same PLDR-LLM via `model.push_to_hub(repo_id, tags=...)`, which stays transformers' own
+  method with the package imported (no tokenizer, transformers' bare card);
 - `org/agf-cli`: the AGF model saved to a folder with a `test_results.json`, via `plldr-hf push`;
 - `org/agf-trainer`: the AGF model via `Trainer.push_to_hub(...)` after `attach_model_card`;
 
@@ -134,7 +133,7 @@ def publish(workdir: str) -> None:
     """Body of the `published` fixture's subprocess (the package imported, HF_ENDPOINT = the fake Hub)."""
     from transformers import PreTrainedModel, Trainer, TrainingArguments, pipeline
 
-    from plldr_hf import AgfTranslationPipeline, PldrllmPreTrainedModel, hub
+    from plldr_hf import AgfPreTrainedModel, AgfTranslationPipeline, PldrllmPreTrainedModel, hub
     from plldr_hf.cli import main as cli_main
     from tests.hub_loader import GENERATION, compute_outputs, load
 
@@ -169,11 +168,10 @@ def publish(workdir: str) -> None:
     commit = hub.push_to_hub(pldr, "org/pldr-collapsed", tokenizer=tokenizer, card=pldr_card)
     refs["commit_url"] = commit.commit_url
     hub.push_to_hub(agf, "org/agf", tokenizer=tokenizer, card=agf_card)
-    refs["push_method_preinstalled"] = getattr(PldrllmPreTrainedModel.push_to_hub, "_plldr_hf_push", False)
-    PreTrainedModel.push_to_hub(pldr, "org/pldr-plain")
-    if not refs["push_method_preinstalled"]:
-        hub.install_push_to_hub(PldrllmPreTrainedModel)
-    pldr.push_to_hub("org/pldr-method", tokenizer=tokenizer, card=pldr_card, tags=["method-push"])
+    refs["push_method_is_transformers"] = all(
+        cls.push_to_hub is PreTrainedModel.push_to_hub for cls in (PldrllmPreTrainedModel, AgfPreTrainedModel)
+    )
+    pldr.push_to_hub("org/pldr-method", tags=["method-push"])
 
     folder = out / "agf_folder"
     agf.save_pretrained(folder)

@@ -3,7 +3,7 @@
 import torch
 
 from plldr_hf.cli import main
-from plldr_hf.plots import _panel_title, plot_coefficient_curves
+from plldr_hf.models.agf.plots import panel_title, plot_coefficient_curves
 from tests.utils import tiny_agf
 
 
@@ -37,14 +37,14 @@ def test_plot_shared_parameters_and_titles(tmp_path):
     ]
     path = plot_coefficient_curves(model, tmp_path / "shared.png", max_distance=4)
     assert path.read_bytes().startswith(PNG_MAGIC)
-    assert _panel_title("model.decoder.layers.1.encoder_attn.value_coefficient") == "decoder 1 cross-attention (PCM-V)"
-    assert _panel_title("model.encoder.position_encoding") == "encoder all layers self-attention"
-    assert _panel_title("model.decoder.cross_position_encoding") == "decoder all layers cross-attention"
+    assert panel_title("model.decoder.layers.1.encoder_attn.value_coefficient") == "decoder 1 cross-attention (PCM-V)"
+    assert panel_title("model.encoder.position_encoding") == "encoder all layers self-attention"
+    assert panel_title("model.decoder.cross_position_encoding") == "decoder all layers cross-attention"
     assert torch.all(model.coefficient_curves(4)["model.encoder.position_encoding"][1] > 0)
 
 
 def test_initial_curves_and_how_far_training_moved_them():
-    from plldr_hf.plots import coefficient_change
+    from plldr_hf.models.agf.plots import coefficient_change
 
     model = tiny_agf(pcmv=True, agf_amplitude_max_distance=4)
     trained, initial = model.coefficient_curves(8), model.coefficient_curves(8, initial=True)

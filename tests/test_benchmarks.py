@@ -101,10 +101,10 @@ def test_paired_ratio_reports_its_spread_and_flags_a_target_inside_it():
     assert inside.value_paired == pytest.approx(1.2) and inside.value_min == pytest.approx(1.1)
     assert inside.paired_iqr == pytest.approx((1.15, 1.25))
     assert inside.met and inside.within_noise
-    assert suite._verdict(inside) == "✓ (<= 1.2), within noise"
+    assert suite.verdict(inside) == "✓ (<= 1.2), within noise"
     outside = suite.Ratio("ours / base", "ours", "base", "time", 1.4, "<=")
     outside.evaluate(measured)
-    assert outside.met and outside.within_noise is False and suite._verdict(outside) == "✓ (<= 1.4)"
+    assert outside.met and outside.within_noise is False and suite.verdict(outside) == "✓ (<= 1.4)"
     missed = suite.Ratio("ours / base", "ours", "base", "time", 1.1, "<=")
     missed.evaluate(measured)
-    assert not missed.met and not missed.within_noise and suite._verdict(missed) == "✗ (<= 1.1)"
+    assert not missed.met and not missed.within_noise and suite.verdict(missed) == "✗ (<= 1.1)"

@@ -11,6 +11,7 @@ from transformers.cache_utils import DynamicCache, DynamicLayer
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
 from plldr_hf.models.pldrllm import modeling_pldrllm as mp
+from plldr_hf.models.pldrllm import plga
 from tests.utils import assert_close, make_invariant, tiny_model
 from tests.utils import tiny_pldrllm_tokenizer as tiny_tokenizer
 
@@ -46,8 +47,8 @@ def forbid_metric_learner(monkeypatch):
         raise AssertionError("the metric learner / power-law step ran in a collapsed model")
 
     monkeypatch.setattr(mp.PldrllmAttention, "deductive_outputs", fail)
-    monkeypatch.setattr(mp.PldrllmResidualUnit, "forward", fail)
-    monkeypatch.setattr(mp.PldrllmPowerLawGraphLayer, "forward", fail)
+    monkeypatch.setattr(plga.PldrllmResidualUnit, "forward", fail)
+    monkeypatch.setattr(plga.PldrllmPowerLawGraphLayer, "forward", fail)
 
 
 @pytest.mark.parametrize("reference_rope", [True, False], ids=["interleaved", "neox"])

@@ -1,4 +1,4 @@
-"""`plldr_hf.diagnostics`: each check against constructed matrices with a known answer, then on tiny models whose
+"""`plldr_hf.models.pldrllm.diagnostics`: each check against constructed matrices with a known answer, then on tiny models whose
 G is input-invariant by construction (collapsed) or not (random weights)."""
 
 import json
@@ -7,8 +7,11 @@ import math
 import pytest
 import torch
 
-from plldr_hf import diagnostics as dg
+from plldr_hf.models.pldrllm import diagnostics as dg
 from plldr_hf.models.pldrllm import modeling_pldrllm as mp
+from plldr_hf.models.pldrllm.collapse import DEDUCTIVE_TENSORS
+from plldr_hf.models.pldrllm.dag import dag_loss
+from plldr_hf.models.pldrllm.plots import save_diagnostics
 from tests.utils import make_invariant, tiny_model
 
 
@@ -100,7 +103,7 @@ def test_dag_values_per_layer():
     values = dg.dag_values_per_layer(samples)
     # tr e^0 = d, so the log-ratio form is 0 for a zero matrix
     assert values[0] == 0 and values[2] == 0
-    assert math.isclose(values[1], mp.dag_loss(samples[:, 1]).item(), rel_tol=1e-6)
+    assert math.isclose(values[1], dag_loss(samples[:, 1]).item(), rel_tol=1e-6)
 
 
 def test_diagnose_collapsed_by_construction(tmp_path):
@@ -108,7 +111,7 @@ def test_diagnose_collapsed_by_construction(tmp_path):
     report = dg.diagnose(model, new_tokens=4)
     layers, heads = model.config.num_hidden_layers, model.config.num_attention_heads
     assert report.g_mode == "learned" and report.num_inputs >= 2
-    for name in mp.DEDUCTIVE_TENSORS:
+    for name in DEDUCTIVE_TENSORS:
         assert report.order_parameter[name] == 0 and report.order_parameter_rms[name] == 0
         assert report.order_parameter_inputs[name] == 0
     assert max(max(row) for row in report.sigma_ratio) < 1e-12
@@ -119,7 +122,7 @@ def test_diagnose_collapsed_by_construction(tmp_path):
     assert len(report.dag["G_LM"]) == layers and all(v >= 0 for v in report.dag["A_LM"])
     assert "| 0 |" in report.format_table()
 
-    paths = report.save(tmp_path)
+    paths = save_diagnostics(report, tmp_path)
     assert json.loads(paths["json"].read_text())["rows_identical"] == report.rows_identical
     for key in ("order_parameter", "singular_values"):
         assert paths[key].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -161,11 +164,11 @@ def test_plots_are_readable_at_a_glance(tmp_path):
     """≥ 1000 px wide, one question per figure (issue 15); legends sit outside the axes (checked by eye once)."""
     from PIL import Image
 
-    from plldr_hf.diagnostics import diagnose
+    from plldr_hf.models.pldrllm.diagnostics import diagnose
     from plldr_hf.plots import plot_loss_curves
     from tests.utils import tiny_model
 
-    paths = diagnose(tiny_model()).save(tmp_path)
+    paths = save_diagnostics(diagnose(tiny_model()), tmp_path)
     history = [{"step": 1, "loss": 3.0, "lm_loss": 2.9, "dag_a_lm": 0.1}, {"step": 2, "eval_lm_loss": 2.5}]
     pngs = [paths["order_parameter"], paths["singular_values"], plot_loss_curves(history, tmp_path / "loss.png")]
     for png in pngs:

@@ -8,7 +8,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.flop_counter import FlopCounterMode
 
 from benchmarks import flops, generate_speed, suite
-from plldr_hf.models.pldrllm import modeling_pldrllm
+from plldr_hf.models.pldrllm import fused_units, modeling_pldrllm, plga
 
 
 BATCH, LENGTH = 2, 24
@@ -18,7 +18,7 @@ BATCH, LENGTH = 2, 24
 def models():
     sizes = dict(suite.PLDR_SIZES["quick"], new_tokens=0)
     built = generate_speed.build_models(sizes, ["b", "d"], prompt_len=0)
-    return built["b"], built["d"], suite._ids(BATCH, LENGTH, sizes["vocab_size"], seed=3)
+    return built["b"], built["d"], suite.random_ids(BATCH, LENGTH, sizes["vocab_size"], seed=3)
 
 
 def _body(config) -> float:
@@ -58,7 +58,7 @@ def test_training_count_is_three_forwards(models):
     # the module path (a hook on every unit), activations stored: autograd's backward makes out-of-place products,
     # which the counter sees (it has no formula for the fused path's in-place `addmm_`)
     suite.configure_pldr(pldr, "pldr_store")
-    units = [m for m in pldr.modules() if isinstance(m, modeling_pldrllm.PldrllmResidualUnit)]
+    units = [m for m in pldr.modules() if isinstance(m, plga.PldrllmResidualUnit)]
     hooks = [unit.register_forward_hook(lambda *args: None) for unit in units]
     try:
         assert _counted(lambda: step(pldr)) == 3 * (body + extra)
@@ -91,8 +91,8 @@ def test_gemm_list_is_what_the_fused_units_compute(models, backward):
     block = 40  # several row blocks and a shorter last one: 2 × 4 heads × 16 rows = 128 rows
     a0 = torch.randn(BATCH, config.num_attention_heads, config.head_dim, config.head_dim)
     recorder = _ProductShapes()
-    original = modeling_pldrllm.FUSED_BLOCK_ROWS
-    modeling_pldrllm.FUSED_BLOCK_ROWS = block
+    original = fused_units.FUSED_BLOCK_ROWS
+    fused_units.FUSED_BLOCK_ROWS = block
     try:
         with torch.set_grad_enabled(backward):
             a = a0.clone().requires_grad_(backward)
@@ -101,7 +101,7 @@ def test_gemm_list_is_what_the_fused_units_compute(models, backward):
                 if backward:
                     out.sum().backward()
     finally:
-        modeling_pldrllm.FUSED_BLOCK_ROWS = original
+        fused_units.FUSED_BLOCK_ROWS = original
         pldr.zero_grad(set_to_none=True)
     one_layer = flops.unit_gemm_shapes(config, BATCH, backward=backward, recompute=True, block=block)
     one_layer = one_layer[: len(one_layer) // config.num_hidden_layers]

@@ -1,39 +1,78 @@
-"""The package's layout keeps its promises (issue 16): data flows one way (models ← training ← commands; the Hub
-code, diagnostics, plots and loading beside training, never imported by the model families), no module outgrows
-~600 lines except the two modeling files, and test modules share code through helper modules, not each other."""
+"""The package's layout keeps its promises: data flows one way (models ← training ← commands), each family's folder
+holds its remote code and its package-side modules, nothing imports in a circle, no module outgrows ~600 lines
+except the modeling files, and tests and examples use public code only."""
 
 import ast
 from pathlib import Path
 
+from plldr_hf.models import FAMILIES
 from tests.utils import REPO_ROOT
 
 
 PACKAGE = REPO_ROOT / "plldr_hf"
 MODELING_FILES = {"modeling_pldrllm.py", "modeling_agf.py"}
+# what the package side of a family folder may use besides the families themselves
+FAMILY_SIDE_ALLOWED = ("plldr_hf.models", "plldr_hf._compat", "plldr_hf.plots")
+
+
+def import_nodes(path: Path):
+    return [n for n in ast.walk(ast.parse(path.read_text(encoding="utf-8"))) if isinstance(n, ast.Import | ast.ImportFrom)]
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(REPO_ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
 def imported_modules(path: Path) -> set[str]:
-    tree = ast.parse(path.read_text(encoding="utf-8"))
+    """Absolute module names `path` imports (at any depth), relative imports resolved; `from package import name`
+    counts as importing `package.name` when that is a module of this repository."""
+    package = module_name(path) if path.name == "__init__.py" else module_name(path).rpartition(".")[0]
     names = set()
-    for node in ast.walk(tree):
+    for node in import_nodes(path):
         if isinstance(node, ast.Import):
             names.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            names.add(node.module)
+            continue
+        base = node.module or ""
+        if node.level:
+            anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+            base = ".".join([*anchor, base] if base else anchor)
+        names.add(base)
+        for alias in node.names:
+            candidate = f"{base}.{alias.name}"
+            if _is_repo_module(candidate):
+                names.add(candidate)
     return names
+
+
+def _is_repo_module(name: str) -> bool:
+    path = REPO_ROOT.joinpath(*name.split("."))
+    return path.with_suffix(".py").is_file() or (path / "__init__.py").is_file()
 
 
 def python_files(folder: Path) -> list[Path]:
     return sorted(folder.rglob("*.py"))
 
 
-def test_model_families_import_only_themselves_torch_and_transformers():
-    # the package side of the families (registration, tokenizer, pipelines) included: nothing from training, Hub,
-    # diagnostics, plots or loading
+def remote_code_paths() -> set[Path]:
+    return {PACKAGE / "models" / name / file for name, family in FAMILIES.items() for file in family.code_files}
+
+
+def test_remote_code_is_what_the_descriptors_name():
+    # every file save_pretrained ships exists in its family folder, and nothing else in the folder is remote code
+    for path in remote_code_paths():
+        assert path.is_file(), path
+    assert FAMILIES["pldrllm"].code_files[:2] == ("configuration_pldrllm.py", "modeling_pldrllm.py")
+    assert {"plga.py", "fused_units.py", "dag.py", "collapse.py"} <= set(FAMILIES["pldrllm"].code_files)
+
+
+def test_family_folders_import_nothing_from_training_hub_loading_or_the_cli():
+    # remote code: only torch, transformers and siblings (tests/test_self_contained.py); the package side of a
+    # family may use the shared plot helpers, never what is built on the families
     for path in python_files(PACKAGE / "models"):
         for name in imported_modules(path):
-            if name.startswith("plldr_hf"):
-                assert name.startswith(("plldr_hf.models", "plldr_hf._compat")), f"{path.name} imports {name}"
+            if name.startswith(("plldr_hf", "plldr_hf_cli")):
+                assert name.startswith(FAMILY_SIDE_ALLOWED), f"{path.relative_to(REPO_ROOT)} imports {name}"
 
 
 def test_the_library_never_imports_the_command_line():
@@ -41,6 +80,28 @@ def test_the_library_never_imports_the_command_line():
         if path.relative_to(PACKAGE).as_posix() in ("cli.py", "__main__.py"):  # the `plldr-hf` entry shims
             continue
         assert not any(name.startswith("plldr_hf_cli") for name in imported_modules(path)), path
+
+
+def test_no_import_circles():
+    modules = {module_name(p): p for folder in ("plldr_hf", "plldr_hf_cli") for p in python_files(REPO_ROOT / folder)}
+    graph = {name: {m for m in imported_modules(path) if m in modules and m != name} for name, path in modules.items()}
+    state, stack = {}, []
+
+    def visit(node):
+        state[node] = "open"
+        stack.append(node)
+        for nxt in graph[node]:
+            if state.get(nxt) == "open":
+                cycle = stack[stack.index(nxt) :] + [nxt]
+                raise AssertionError("import circle: " + " -> ".join(cycle))
+            if nxt not in state:
+                visit(nxt)
+        stack.pop()
+        state[node] = "done"
+
+    for name in sorted(graph):
+        if name not in state:
+            visit(name)
 
 
 def test_no_module_outgrows_600_lines_except_the_modeling_files():
@@ -57,3 +118,16 @@ def test_test_modules_do_not_import_each_other():
             assert not (name.startswith("tests.") and (leaf.startswith("test_") or leaf == "conftest")), (
                 f"{path.relative_to(REPO_ROOT)} imports {name}"
             )
+
+
+def test_tests_and_examples_use_public_names_only():
+    # a private name (leading underscore) of the package or the benchmarks is free to change; tests and examples
+    # reach the code through what it exports. Examples also stay off the command line's internals.
+    for folder in ("tests", "examples"):
+        for path in python_files(REPO_ROOT / folder):
+            for node in import_nodes(path):
+                if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(("plldr_hf", "benchmarks")):
+                    private = [a.name for a in node.names if a.name.startswith("_") and not a.name.endswith("__")]
+                    assert not private, f"{path.relative_to(REPO_ROOT)} imports {private} from {node.module}"
+            if folder == "examples":
+                assert not any(n.startswith("plldr_hf_cli") for n in imported_modules(path)), path

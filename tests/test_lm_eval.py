@@ -1,7 +1,7 @@
 """lm-evaluation-harness on PLDR-LLM: per-choice log-likelihoods do not depend on the batch size (issue 13).
 
 lm-eval right-pads each batch with id 0 and passes no attention mask; the model derives the mask from the pad id,
-so pads stay out of the Gram matrix. The task is local (`plldr_hf.lm_eval_tasks`), nothing is downloaded.
+so pads stay out of the Gram matrix. The task is local (`plldr_hf.models.pldrllm.lm_eval_task`), nothing is downloaded.
 """
 
 import json
@@ -18,14 +18,16 @@ lm_eval = pytest.importorskip("lm_eval", reason="lm_eval is part of the dev extr
 from lm_eval.models.huggingface import HFLM  # noqa: E402
 from lm_eval.tasks import TaskManager  # noqa: E402
 
-from plldr_hf.lm_eval_tasks import write_continuation_task  # noqa: E402
+from plldr_hf.models.pldrllm.lm_eval_task import write_continuation_task  # noqa: E402
+from plldr_hf.training.corpus import load_text_corpus  # noqa: E402
 from tests.utils import tiny_model  # noqa: E402
 
 
 @pytest.fixture(scope="module")
 def task(tmp_path_factory):
     folder = tmp_path_factory.mktemp("lm_eval_task")
-    return folder, write_continuation_task(folder, num_questions=40)
+    documents = load_text_corpus()["validation"]["text"]
+    return folder, write_continuation_task(folder, documents, num_questions=40)
 
 
 @pytest.fixture(scope="module")

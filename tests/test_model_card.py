@@ -14,6 +14,7 @@ from huggingface_hub import EvalResult, ModelCard
 
 from plldr_hf import hub
 from plldr_hf.hub import ModelCardInfo, attach_model_card, card_info_from_folder, render_model_card
+from plldr_hf.models import FAMILIES
 from tests.hub_utils import REPO_ROOT, tiny_agf, tiny_pldrllm
 
 
@@ -59,15 +60,15 @@ def test_card_parses_as_a_hub_model_card_and_carries_the_metrics(models, family)
     assert {k: r.metric_value for k, r in results.items()} == info.metrics
     for result in results.values():
         assert isinstance(result, EvalResult)
-        assert result.task_type == hub.FAMILIES[family].pipeline_tag
+        assert result.task_type == FAMILIES[family].card.pipeline_tag
         assert result.dataset_type == info.eval_dataset and result.dataset_name == info.eval_dataset_name
         assert result.dataset_split == info.eval_split and result.dataset_config == info.eval_dataset_config
     assert data.model_name == f"{family}-tiny"
     assert data.license == info.license and data.library_name == "transformers"
     assert data.language == ([info.language] if isinstance(info.language, str) else info.language)
     assert data.datasets == info.datasets and data.base_model == info.base_model
-    assert data.pipeline_tag == hub.FAMILIES[family].pipeline_tag
-    assert set(hub.FAMILIES[family].tags) <= set(data.tags)
+    assert data.pipeline_tag == FAMILIES[family].card.pipeline_tag
+    assert set(FAMILIES[family].card.tags) <= set(data.tags)
 
     text = card.text
     assert "{{" not in text and "{%" not in text
@@ -102,7 +103,7 @@ def test_card_states_whether_g_is_collapsed(models):
 
 
 def test_templates_ship_with_the_package_and_the_repo_root_points_to_them():
-    for family in hub.FAMILIES:
+    for family in FAMILIES:
         packaged = hub.template_path(family)
         assert packaged.is_file() and packaged.parent == REPO_ROOT / "plldr_hf" / "model_cards"
         assert (REPO_ROOT / "model_cards" / f"{family}.md").read_text() == packaged.read_text()

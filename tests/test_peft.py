@@ -124,13 +124,13 @@ def test_trainer_with_dag_callback_trains_lora_then_merge_then_collapse(tmp_path
 def test_lora_on_the_metric_learner_glus_is_seen():
     # adapters on the metric learner's GLUs: the units are then called as modules (not the fused path, which reads
     # the base weights), so the adapters change the output and get gradients
-    from plldr_hf.models.pldrllm import modeling_pldrllm as mp
+    from plldr_hf.models.pldrllm.fused_units import is_plain
 
     model = tiny_model()
     regex = r".*\.reslayerAs\.\d+\.denseAs\.\d+\.gluw[12]"
     peft_model = get_peft_model(model, LoraConfig(task_type=TaskType.CAUSAL_LM, r=2, target_modules=regex))
     units = peft_model.base_model.model.decoder.dec_layers[0].mha1.reslayerAs
-    assert not mp._plain_modules(units)
+    assert not is_plain(units)
     ids = _ids()
     base = peft_model(input_ids=ids).logits.detach()
     for name, param in peft_model.named_parameters():

@@ -28,8 +28,12 @@ pytest_plugins = ["tests.hub_fixtures"]
 
 PLDR_FILES = {
     "README.md",
+    "collapse.py",
     "config.json",
     "configuration_pldrllm.py",
+    "dag.py",
+    "fused_units.py",
+    "plga.py",
     "generation_config.json",
     "model.safetensors",
     "modeling_pldrllm.py",
@@ -72,7 +76,6 @@ def _metrics(card: ModelCard) -> dict[str, float]:
 def test_pushed_repos_are_complete_and_self_contained(published):
     hub = published.hub
     assert hub.files("org/pldr-collapsed") == PLDR_FILES
-    assert hub.files("org/pldr-method") == PLDR_FILES
     assert hub.files("org/agf") == AGF_FILES
     for repo_id, auto_map in (("org/pldr-collapsed", PLDR_AUTO_MAP), ("org/agf", AGF_AUTO_MAP)):
         assert {k: v for k, v in _config(published, repo_id)["auto_map"].items() if k in auto_map} == auto_map
@@ -108,13 +111,16 @@ def test_collapsed_pldrllm_is_published_collapsed(published):
 def test_pushed_cards_carry_the_metrics(published):
     assert _metrics(_card(published, "org/pldr-collapsed")) == PLDR_METRICS
     assert _metrics(_card(published, "org/agf")) == AGF_METRICS
-    method = _card(published, "org/pldr-method")
-    assert _metrics(method) == PLDR_METRICS and "method-push" in method.data.tags
-    # transformers' own push uploads the same loadable files, with its bare card and without a tokenizer
-    plain = published.hub.files("org/pldr-plain")
-    assert plain == PLDR_FILES - {"tokenizer.json", "tokenizer_config.json"}
-    assert _config(published, "org/pldr-plain")["auto_map"] == PLDR_AUTO_MAP
-    assert not _card(published, "org/pldr-plain").data.eval_results
+
+
+def test_model_push_to_hub_is_transformers_own(published):
+    # importing the package patches nothing: `model.push_to_hub` uploads what save_pretrained writes (the remote
+    # code included, so the repo loads), with transformers' bare card and without a tokenizer
+    assert published.refs["push_method_is_transformers"]
+    assert published.hub.files("org/pldr-method") == PLDR_FILES - {"tokenizer.json", "tokenizer_config.json"}
+    assert _config(published, "org/pldr-method")["auto_map"] == PLDR_AUTO_MAP
+    card = _card(published, "org/pldr-method")
+    assert not card.data.eval_results and "method-push" in card.data.tags
 
 
 def test_cli_push_uploads_only_the_repo_files_with_the_run_metrics(published):

@@ -1,12 +1,13 @@
 """The Hub-facing files are self-contained, and a saved folder loads as remote code without the package.
 
-`save_pretrained` / `push_to_hub` copy `configuration_*.py` and `modeling_*.py` (and plldr_hf adds
-`pipeline_agf.py` for AGF) next to the weights. On the loading side, transformers treats an absolute import
+`save_pretrained` / `push_to_hub` copy `configuration_*.py`, `modeling_*.py` and the siblings they import (and the
+package's push adds `pipeline_agf.py` for AGF) next to the weights. On the loading side, transformers treats an absolute import
 of anything but an installed package as a missing requirement and cannot resolve parent-relative imports, so these
-files may import only torch, transformers, the standard library and single-dot siblings (hf_integration.md §8.3).
+files may import only torch, transformers, the standard library and single-dot siblings.
 """
 
 import ast
+import inspect
 import sys
 from pathlib import Path
 
@@ -14,6 +15,7 @@ import pytest
 import torch
 
 from plldr_hf.cli import main as cli_main
+from plldr_hf.models import FAMILIES
 from tests.hub_loader import compute_outputs
 from tests.hub_utils import (
     MAX_NEW_TOKENS,
@@ -28,10 +30,11 @@ from tests.utils import assert_close
 
 
 PACKAGE = Path(__file__).resolve().parents[1] / "plldr_hf"
+# what save_pretrained ships: each family's configuration and modeling files with every sibling they import, and
+# its custom pipelines
 HUB_FACING = sorted(
-    path
-    for pattern in ("configuration_*.py", "modeling_*.py", "pipeline_*.py")
-    for path in PACKAGE.glob(f"models/*/{pattern}")
+    {PACKAGE / "models" / name / file for name, family in FAMILIES.items() for file in family.code_files}
+    | {Path(inspect.getfile(cls)) for family in FAMILIES.values() for cls in family.pipelines.values()}
 )
 ALLOWED_TOP_LEVEL = {"torch", "transformers", *sys.stdlib_module_names}
 
@@ -56,7 +59,7 @@ def import_violations(path: Path) -> list[str]:
 def test_the_scan_covers_both_families():
     names = {path.name for path in HUB_FACING}
     assert {"configuration_pldrllm.py", "modeling_pldrllm.py", "configuration_agf.py", "modeling_agf.py"} <= names
-    assert "pipeline_agf.py" in names
+    assert {"plga.py", "fused_units.py", "dag.py", "collapse.py", "pipeline_agf.py"} <= names
 
 
 @pytest.mark.parametrize("path", HUB_FACING, ids=lambda p: p.name)

@@ -1,12 +1,11 @@
 """The Hugging Face Hub side of the package: model cards (`cards.py`) and pushes (`push.py`).
 
-Beside the training code, never imported by the model families: `plldr_hf/__init__.py` installs the full-repo
-`push_to_hub` on the model classes after importing them.
+Beside the training code, never imported by the model families. `push_to_hub(model, repo_id, ...)` here publishes a
+complete repo (card, tokenizer, custom pipelines); the models' own `push_to_hub` method is transformers', unchanged.
 """
 
 from plldr_hf.hub.cards import (
     CARD_INFO_FILE,
-    FAMILIES,
     ModelCardInfo,
     card_info_from_folder,
     family_of,
@@ -18,7 +17,6 @@ from plldr_hf.hub.push import (
     HubPushError,
     attach_model_card,
     finalize_folder,
-    install_push_to_hub,
     prepare_folder,
     push_folder,
     push_to_hub,
@@ -29,14 +27,12 @@ from plldr_hf.loading import load_folder
 
 __all__ = [
     "CARD_INFO_FILE",
-    "FAMILIES",
     "HubPushError",
     "ModelCardInfo",
     "attach_model_card",
     "card_info_from_folder",
     "family_of",
     "finalize_folder",
-    "install_push_to_hub",
     "load_folder",
     "model_card_data",
     "prepare_folder",

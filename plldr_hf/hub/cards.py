@@ -1,7 +1,8 @@
 """Model cards of both families: the metadata a card is rendered from, and the rendering.
 
 - `ModelCardInfo` — what a card says beyond the model itself (metrics, datasets, licence, limitations, …).
-- `FAMILIES` — per model_type: card template, Auto class, pipeline tag, tags, the files remote code needs.
+- what every card of a family says (template, pipeline tag, tags, architecture rows) comes from the family's
+  descriptor, `plldr_hf.models.FAMILIES[model_type].card`.
 - `render_model_card(model, card)` — `README.md` from the family template (`plldr_hf/model_cards/<family>.md`):
   YAML metadata (`huggingface_hub.ModelCardData` with `EvalResult`s) plus the architecture table read from the
   config.
@@ -19,7 +20,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from plldr_hf.loading import AUTO_CLASSES
+from plldr_hf.models import FAMILIES, ModelFamily, family
 
 
 logger = logging.getLogger(__name__)
@@ -37,63 +38,6 @@ __all__ = [
 
 TEMPLATE_PACKAGE_DIR = "model_cards"
 CARD_INFO_FILE = "model_card.json"
-
-
-@dataclass(frozen=True)
-class _Family:
-    model_type: str
-    template: str
-    auto_class: str
-    config_class: str
-    model_class: str
-    pipeline_tag: str
-    task_name: str
-    tags: tuple[str, ...]
-    language: tuple[str, ...]
-    # metric key -> display name; keys outside this table are published under their own name
-    metric_names: dict[str, str]
-    code_files: tuple[str, ...]
-
-
-FAMILIES: dict[str, _Family] = {
-    "pldrllm": _Family(
-        model_type="pldrllm",
-        template="pldrllm.md",
-        auto_class=AUTO_CLASSES["pldrllm"],
-        config_class="PldrllmConfig",
-        model_class="PldrllmForCausalLM",
-        pipeline_tag="text-generation",
-        task_name="Text Generation",
-        tags=("pldr-llm", "power-law-graph-attention", "custom_code"),
-        language=("en",),
-        metric_names={
-            "perplexity": "Perplexity",
-            "order_parameter": "Order parameter of G_LM (SOC definition)",
-            "order_parameter_across_inputs": "Order parameter of G_LM across inputs",
-            "loss": "Cross-entropy loss",
-        },
-        code_files=("configuration_pldrllm.py", "modeling_pldrllm.py"),
-    ),
-    "agf": _Family(
-        model_type="agf",
-        template="agf.md",
-        auto_class=AUTO_CLASSES["agf"],
-        config_class="AgfConfig",
-        model_class="AgfForConditionalGeneration",
-        pipeline_tag="translation",
-        task_name="Translation",
-        tags=("agf", "attention-gravitational-field", "translation", "custom_code"),
-        language=("en", "de"),
-        metric_names={
-            "bleu": "sacreBLEU",
-            "chrf": "chrF",
-            "accuracy": "Teacher-forced token accuracy",
-            "loss": "Cross-entropy loss",
-            "perplexity": "Perplexity",
-        },
-        code_files=("configuration_agf.py", "modeling_agf.py"),
-    ),
-}
 
 
 @dataclass
@@ -172,57 +116,22 @@ class ModelCardInfo:
         return ModelCardInfo.from_dict(data)
 
 
-def family_of(model_or_config) -> _Family:
-    config = getattr(model_or_config, "config", model_or_config)
-    model_type = getattr(config, "model_type", None)
-    if model_type not in FAMILIES:
-        raise ValueError(
-            f"plldr_hf.hub: model_type {model_type!r} is not one of this package's families {list(FAMILIES)}"
-        )
-    return FAMILIES[model_type]
+def family_of(model_or_config) -> ModelFamily:
+    """The family descriptor of a model or config, with an error naming the families this package has."""
+    try:
+        return family(model_or_config)
+    except ValueError as error:
+        raise ValueError(f"plldr_hf.hub: {error}") from None
 
 
 def template_path(model_type: str) -> Path:
     """The packaged card template of a family (`plldr_hf/model_cards/<family>.md`)."""
-    family = FAMILIES[model_type]
-    path = resources.files("plldr_hf") / TEMPLATE_PACKAGE_DIR / family.template
+    path = resources.files("plldr_hf") / TEMPLATE_PACKAGE_DIR / FAMILIES[model_type].card.template
     return Path(str(path))
 
 
 def _architecture_rows(model, config) -> list[tuple[str, str]]:
-    rows = []
-    if config.model_type == "pldrllm":
-        if config.custom_G_type is not None:
-            g_state = f"fixed G (`custom_G_type={config.custom_G_type!r}`)"
-        elif config.collapsed:
-            g_state = "collapsed: G frozen per layer and head, attention runs as SDPA with q' = q·G"
-        else:
-            g_state = "learned: G computed by the power-law graph attention metric learner"
-        rows += [
-            ("layers", config.num_hidden_layers),
-            ("hidden size", config.hidden_size),
-            ("attention heads × head dim", f"{config.num_attention_heads} × {config.head_dim}"),
-            ("feed-forward size", config.intermediate_size),
-            (
-                "metric learner (A_dff, residual layers, dense layers)",
-                (config.A_dff, config.num_reslayerA, config.num_denseA),
-            ),
-            ("context length", config.max_position_embeddings),
-            ("RoPE", "interleaved (v51 reference)" if config.reference_rope else "half-split (v52)"),
-            ("G", g_state),
-        ]
-    else:
-        rows += [
-            ("encoder / decoder layers", f"{config.encoder_layers} / {config.decoder_layers}"),
-            ("model width", config.d_model),
-            (
-                "attention heads (encoder / decoder)",
-                f"{config.encoder_attention_heads} / {config.decoder_attention_heads}",
-            ),
-            ("feed-forward size (encoder / decoder)", f"{config.encoder_ffn_dim} / {config.decoder_ffn_dim}"),
-            ("position encoding", config.position_encoding),
-            ("PCM-V (value-side coefficient)", bool(getattr(config, "pcmv", False))),
-        ]
+    rows = list(family_of(config).card.architecture(config))
     rows.append(("vocabulary", config.vocab_size))
     if model is not None and hasattr(model, "parameters"):
         rows.append(("parameters", f"{sum(p.numel() for p in model.parameters()):,}"))
@@ -263,28 +172,27 @@ def model_card_data(model_or_config, card: ModelCardInfo | None = None, *, repo_
     eval_dataset = card.eval_dataset or (card.datasets[0] if card.datasets else "custom")
     eval_results = [
         EvalResult(
-            task_type=family.pipeline_tag,
-            task_name=family.task_name,
+            task_type=family.card.pipeline_tag,
+            task_name=family.card.task_name,
             dataset_type=eval_dataset,
             dataset_name=card.eval_dataset_name or eval_dataset,
             dataset_config=card.eval_dataset_config,
             dataset_split=card.eval_split,
             metric_type=key,
             metric_value=float(value),
-            metric_name=family.metric_names.get(key, key),
+            metric_name=family.card.metric_names.get(key, key),
         )
         for key, value in card.metrics.items()
     ]
-    tags = list(family.tags) + [tag for tag in card.tags if tag not in family.tags]
     config = getattr(model_or_config, "config", model_or_config)
-    if family.model_type == "pldrllm" and config.collapsed and "collapsed" not in tags:
-        tags.append("collapsed")
+    tags = list(family.card.tags) + [tag for tag in card.tags if tag not in family.card.tags]
+    tags += [tag for tag in family.card.config_tags(config) if tag not in tags]
     return ModelCardData(
         model_name=model_name,
         license=card.license,
-        language=_as_list(card.language) or list(family.language),
+        language=_as_list(card.language) or list(family.card.language),
         library_name="transformers",
-        pipeline_tag=family.pipeline_tag,
+        pipeline_tag=family.card.pipeline_tag,
         tags=tags,
         datasets=list(card.datasets) or None,
         base_model=card.base_model,
@@ -304,7 +212,7 @@ def render_model_card(model_or_config, card: ModelCardInfo | None = None, *, rep
     model = model_or_config if model_or_config is not config else None
     data = model_card_data(model_or_config, card, repo_id=repo_id)
     metric_rows = [
-        _cells(family.metric_names.get(key, key), _format_value(float(value)), card.metric_details.get(key, ""))
+        _cells(family.card.metric_names.get(key, key), _format_value(float(value)), card.metric_details.get(key, ""))
         for key, value in card.metrics.items()
     ]
     training_rows, training_text = None, None

@@ -1,9 +1,10 @@
 """Publishing to the Hugging Face Hub: one-commit pushes of a complete, self-contained repo for both families.
 
 A published repo holds `config.json` (with `auto_map` naming `configuration_<family>.py` / `modeling_<family>.py`),
-those two files, `model.safetensors`, `generation_config.json`, the tokenizer and `README.md` (the model card,
-`plldr_hf.hub.cards`). AGF repos also carry `pipeline_agf.py` (`AgfTranslationPipeline`), named in `config.json`
-under `custom_pipelines`, because Transformers 5 has no built-in "translation" pipeline. The repo then loads
+the family's remote code (those two files and their siblings, `ModelFamily.code_files`), `model.safetensors`,
+`generation_config.json`, the tokenizer and `README.md` (the model card, `plldr_hf.hub.cards`). A family's custom
+pipelines (`ModelFamily.pipelines`: AGF's `pipeline_agf.py`, because Transformers 5 has no built-in "translation"
+pipeline) are copied too and named in `config.json` under `custom_pipelines`. The repo then loads
 
 - without `plldr_hf`: `AutoModelFor*.from_pretrained(repo_id, trust_remote_code=True)`;
 - with `plldr_hf` imported: `AutoModelFor*.from_pretrained(repo_id)` (the registered classes win over `auto_map`).
@@ -11,9 +12,9 @@ under `custom_pipelines`, because Transformers 5 has no built-in "translation" p
 Entry points:
 
 - `push_to_hub(model, repo_id, tokenizer=..., card=ModelCardInfo(...))` — model objects in memory; a collapsed
-  PLDR-LLM is published collapsed (`config.collapsed` and the frozen G buffers). `install_push_to_hub(cls)` (called
-  by `plldr_hf/__init__.py` for both families) makes `model.push_to_hub(repo_id, tokenizer=..., card=...)` do the
-  same.
+  PLDR-LLM is published collapsed (`config.collapsed` and the frozen G buffers). `model.push_to_hub(...)` stays
+  transformers' own method (the same with or without this package): it uploads what `save_pretrained` writes,
+  without the card and custom pipelines.
 - `push_folder(model_dir, repo_id)` — a saved folder (what `plldr-hf push` calls); card metadata from the arguments or
   from the run files in the folder (`card_info_from_folder`).
 - `attach_model_card(trainer, card)` — makes `Trainer.push_to_hub(...)` publish the same card and files instead of
@@ -35,8 +36,9 @@ import tempfile
 import types
 from pathlib import Path
 
-from plldr_hf.hub.cards import ModelCardInfo, _Family, card_info_from_folder, family_of, render_model_card
+from plldr_hf.hub.cards import ModelCardInfo, card_info_from_folder, family_of, render_model_card
 from plldr_hf.loading import load_folder
+from plldr_hf.models.family import ModelFamily
 
 
 logger = logging.getLogger(__name__)
@@ -45,7 +47,6 @@ __all__ = [
     "HubPushError",
     "attach_model_card",
     "finalize_folder",
-    "install_push_to_hub",
     "prepare_folder",
     "push_folder",
     "push_to_hub",
@@ -65,14 +66,13 @@ class HubPushError(RuntimeError):
         )
 
 
-def _patch_config_json(folder: Path, family: _Family) -> None:
-    """Check the files remote code needs, and name the translation pipeline in `config.json` for AGF."""
+def _patch_config_json(folder: Path, family: ModelFamily) -> None:
     config_file = folder / "config.json"
     config = json.loads(config_file.read_text(encoding="utf-8"))
     auto_map = config.get("auto_map") or {}
     expected = {
-        "AutoConfig": f"{family.code_files[0][:-3]}.{family.config_class}",
-        family.auto_class: f"{family.code_files[1][:-3]}.{family.model_class}",
+        "AutoConfig": _class_path(family.config_class),
+        family.auto_class: _class_path(family.model_class),
     }
     missing = {k: v for k, v in expected.items() if auto_map.get(k) != v}
     if missing:
@@ -83,20 +83,20 @@ def _patch_config_json(folder: Path, family: _Family) -> None:
     absent = [name for name in family.code_files if not (folder / name).is_file()]
     if absent:
         raise ValueError(f"save_pretrained did not copy {absent} next to the weights")
-    if family.model_type == "agf":
-        # the "translation" task of Transformers 5 exists only through this entry for a user without plldr_hf
-        from plldr_hf.models.agf.pipeline_agf import AgfTranslationPipeline
-
-        source = Path(inspect.getfile(AgfTranslationPipeline))
-        config["custom_pipelines"] = {
-            "translation": {
-                "impl": f"{source.stem}.{AgfTranslationPipeline.__name__}",
-                "pt": [family.auto_class],
-                "type": "text",
-            }
-        }
+    if family.pipelines:
+        # tasks that Transformers 5 does not ship (e.g. "translation") exist for a user without plldr_hf only
+        # through these entries
+        custom = config.setdefault("custom_pipelines", {})
+        for task, pipeline_class in family.pipelines.items():
+            source = Path(inspect.getfile(pipeline_class))
+            custom[task] = {"impl": _class_path(pipeline_class), "pt": [family.auto_class], "type": "text"}
+            shutil.copyfile(source, folder / source.name)
         config_file.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-        shutil.copyfile(source, folder / source.name)
+
+
+def _class_path(cls) -> str:
+    # how auto_map and custom_pipelines name a class of the flattened remote-code folder: "module.Class"
+    return f"{cls.__module__.rsplit('.', 1)[-1]}.{cls.__name__}"
 
 
 def finalize_folder(model, folder, *, card: ModelCardInfo | None = None, repo_id: str | None = None) -> None:
@@ -209,24 +209,6 @@ def push_to_hub(
             commit_description=commit_description,
             create_pr=create_pr,
         )
-
-
-def install_push_to_hub(model_class) -> None:
-    """Make `model.push_to_hub(repo_id, tokenizer=..., card=...)` on `model_class` (and subclasses) publish the full
-    repo through `push_to_hub` above, instead of transformers' bare-card push. Meant for the package-side
-    `plldr_hf/models/<family>/__init__.py`: the Hub-facing model files never import this module, so remote-code
-    classes keep transformers' own method."""
-
-    def push_to_hub_method(self, repo_id: str, *, tokenizer=None, card: ModelCardInfo | None = None, **kwargs):
-        return push_to_hub(self, repo_id, tokenizer=tokenizer, card=card, **kwargs)
-
-    push_to_hub_method.__doc__ = (
-        "Publish this model to the Hub with `plldr_hf.hub.push_to_hub`: config with auto_map, the model files, "
-        "safetensors weights, generation config, `tokenizer` if given, and the model card rendered from `card` "
-        "(a `plldr_hf.hub.ModelCardInfo`). Keyword arguments: those of `PreTrainedModel.push_to_hub`."
-    )
-    push_to_hub_method._plldr_hf_push = True
-    model_class.push_to_hub = push_to_hub_method
 
 
 def push_folder(

@@ -67,8 +67,15 @@ def training_collator(options: TrainOptions, tokenizer=None):
     return DataCollatorForLanguageModeling(tokenizer, mlm=False, return_tensors="pt")
 
 
-# the decoder layer class of each architecture: one FSDP unit each
-DECODER_LAYERS = {"pldrllm": "PldrllmDecoderLayer", "llama": "LlamaDecoderLayer"}
+def _decoder_layers(architecture: str) -> list[str]:
+    # one FSDP unit per decoder layer: the family's block, or Llama's for the comparison baseline
+    from plldr_hf.models import FAMILIES
+
+    if architecture in FAMILIES:
+        return [FAMILIES[architecture].decoder_layer_class.__name__]
+    from transformers import LlamaPreTrainedModel
+
+    return list(LlamaPreTrainedModel._no_split_modules)
 
 
 def fsdp_arguments(options: TrainOptions) -> dict:
@@ -82,7 +89,7 @@ def fsdp_arguments(options: TrainOptions) -> dict:
             "--fsdp needs GPUs: accelerate shards only on accelerator devices, and on CPUs several processes train "
             "with DDP; drop --fsdp and run under torchrun (gloo)"
         )
-    return {"fsdp": True, "fsdp_config": fsdp_config([DECODER_LAYERS[options.architecture]])}
+    return {"fsdp": True, "fsdp_config": fsdp_config(_decoder_layers(options.architecture))}
 
 
 def prepare_tokenizer_and_data(options: TrainOptions, tokenizer=None, load_saved: bool = False):
@@ -152,7 +159,7 @@ def build_model(options: TrainOptions, vocab_size: int):
 
 
 def order_parameters(model, calibration=None, new_tokens: int = 16) -> dict | None:
-    """Order parameters of A, A_LM, A_P, G_LM from `plldr_hf.diagnostics.diagnose` (the model is not changed).
+    """Order parameters of A, A_LM, A_P, G_LM from `plldr_hf.models.pldrllm.diagnostics.diagnose` (the model is not changed).
 
     `"across_inputs"` (the headline number, and what `collapse()` tests): the SOC statistic RMSE(x − x_ref)/|mean
     (x_ref)| between the calibration inputs, x_ref the first one; `"soc"`: the same statistic between each prompt and
@@ -161,7 +168,7 @@ def order_parameters(model, calibration=None, new_tokens: int = 16) -> dict | No
     ≈ 0 means input-invariant (near-critical); order 1 and above, sub-critical. None for models without a learned G
     (the Llama baseline, a fixed-G or collapsed PLDR-LLM).
     """
-    from plldr_hf.diagnostics import diagnose
+    from plldr_hf.models.pldrllm.diagnostics import diagnose
 
     config = getattr(model, "config", None)
     if getattr(config, "model_type", None) != "pldrllm" or config.custom_G_type is not None or config.collapsed:

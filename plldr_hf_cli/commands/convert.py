@@ -43,7 +43,7 @@ def register(subparsers) -> None:
 def run(args) -> int:
     import pickle
 
-    from plldr_hf.conversion import convert_pth
+    from plldr_hf.models.pldrllm.conversion import convert_pth
 
     try:
         model = convert_pth(

@@ -1,4 +1,4 @@
-"""`plldr-hf diagnose MODEL_DIR`: order parameters and collapse checks of a PLDR-LLM (`plldr_hf.diagnostics`)."""
+"""`plldr-hf diagnose MODEL_DIR`: order parameters and collapse checks of a PLDR-LLM (`plldr_hf.models.pldrllm.diagnostics`)."""
 
 
 def register(subparsers) -> None:
@@ -42,8 +42,9 @@ def run(args) -> int:
 
     import torch
 
-    from plldr_hf.diagnostics import diagnose
     from plldr_hf.loading import load_model, load_tokenizer, read_texts
+    from plldr_hf.models.pldrllm.diagnostics import diagnose
+    from plldr_hf.models.pldrllm.plots import save_diagnostics
 
     try:
         model = load_model(args.model_dir, model_type="pldrllm", dtype=torch.float32)
@@ -57,7 +58,7 @@ def run(args) -> int:
         return 2
     print(report.format_table())
     output_dir = Path(args.output_dir) if args.output_dir else Path(args.model_dir) / "diagnostics"
-    paths = report.save(output_dir)
+    paths = save_diagnostics(report, output_dir)
     print()
     for path in paths.values():
         print(f"wrote {path}")

@@ -19,14 +19,18 @@ def register(subparsers) -> None:
 
 def run(args) -> int:
     import sys
+    from pathlib import Path
 
-    from plldr_hf.plots import plot_agf
+    from plldr_hf.loading import load_model
+    from plldr_hf.models.agf.plots import plot_coefficient_curves
 
     if args.max_distance < 1:
         print("plldr-hf plot-agf: error: --max-distance must be at least 1", file=sys.stderr)
         return 2
     try:
-        path = plot_agf(args.model_dir, args.output, max_distance=args.max_distance)
+        model = load_model(args.model_dir, model_type="agf")
+        output = Path(args.output) if args.output else Path(args.model_dir) / "agf_coefficients.png"
+        path = plot_coefficient_curves(model, output, max_distance=args.max_distance)
     except (OSError, ValueError) as error:
         print(f"plldr-hf plot-agf: error: {error}", file=sys.stderr)
         return 2

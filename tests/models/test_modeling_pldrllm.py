@@ -11,6 +11,7 @@ from transformers import AutoConfig, AutoModelForCausalLM, DynamicCache
 
 import plldr_hf
 from plldr_hf import PldrllmConfig, PldrllmForCausalLM
+from plldr_hf.models.pldrllm import dag, fused_units
 from plldr_hf.models.pldrllm import modeling_pldrllm as mp
 from tests.utils import (
     assert_close,
@@ -98,8 +99,17 @@ def test_eager_and_sdpa_agree(fixed):
     ids = torch.randint(4, 99, (3, 13))
     mask = torch.ones_like(ids)
     mask[1, :4] = 0
-    # a random learned G amplifies float32 rounding differences between the backends through the Gram matrix
-    assert_close("unpadded", eager(ids).logits, sdpa(ids).logits, atol=1e-5 if fixed else 2e-4)
+    if fixed is None:
+        # one layer on the same input: the backends differ by float32 rounding only
+        hidden = torch.randn(3, 13, 32)
+        rope = mp.rope_cos_sin(torch.arange(13)[None].expand(3, -1), 16, eager.config.rope_theta)
+        causal = torch.ones(13, 13, dtype=torch.bool).tril()[None, None]
+        layer_outputs = [m.decoder.dec_layers[0].mha1(hidden, rope, causal)[0] for m in (eager, sdpa)]
+        assert_close("one learned-G layer", *layer_outputs, atol=1e-6)
+    # through the model, a random learned G amplifies those rounding differences: the later layers' Gram matrices see
+    # them, and the power law A_LM^P with random exponents magnifies them (3.1e-4 measured on a 2-core Xeon, 1.2e-4
+    # elsewhere; a wrong backend is off by O(1))
+    assert_close("unpadded", eager(ids).logits, sdpa(ids).logits, atol=1e-5 if fixed else 1e-3)
     if fixed:
         # fully masked pad query rows differ between backends, so compare real positions only
         assert_close(
@@ -286,20 +296,20 @@ def test_log_mean_trace_exp_value_and_gradient(scale):
     # accurate against float64 matrix_exp, and the closed-form gradient passes gradcheck on both paths
     x = torch.rand(3, 6, 6, dtype=torch.float64) * scale
     direct = (torch.linalg.matrix_exp(x).diagonal(dim1=-2, dim2=-1).sum(-1) / 6).log()
-    got = mp._LogMeanTraceExp.apply(x.float()).double()
+    got = dag.log_mean_trace_exp(x.float()).double()
     assert ((got - direct).abs() / direct.abs()).max() < 1e-6
     x.requires_grad_()
-    assert torch.autograd.gradcheck(mp._LogMeanTraceExp.apply, (x,), atol=1e-5, rtol=1e-4)
+    assert torch.autograd.gradcheck(dag.log_mean_trace_exp, (x,), atol=1e-5, rtol=1e-4)
 
 
 def test_dag_loss_overflow_safe_and_forms():
     m = torch.randn(2, 16, 16) * 20
-    log_ratio = mp.dag_loss(m)
+    log_ratio = dag.dag_loss(m)
     perron = torch.logsumexp(torch.linalg.eigvals(m.double() ** 2).real, -1) - math.log(16)
     assert torch.isfinite(log_ratio) and log_ratio.item() == pytest.approx(perron.mean().item(), rel=1e-5)
     small = torch.randn(3, 8, 8) * 0.1
     notears = (torch.linalg.matrix_exp(small.double() ** 2).diagonal(dim1=-2, dim2=-1).sum(-1) - 8).mean()
-    assert mp.dag_loss(small, "notears").item() == pytest.approx(notears.item(), rel=1e-5)
+    assert dag.dag_loss(small, "notears").item() == pytest.approx(notears.item(), rel=1e-5)
 
 
 def _loss_and_grads(model, ids, labels):
@@ -351,11 +361,11 @@ def _autograd_units(units, a):
 def test_fused_units_match_autograd_in_float64(glu_bias, recompute, monkeypatch):
     # the hand-written backward against autograd of the same maths, in float64 so only a wrong formula can differ;
     # 37 rows in blocks of 16 leave a short last block
-    monkeypatch.setattr(mp, "FUSED_BLOCK_ROWS", 16)
+    monkeypatch.setattr(fused_units, "FUSED_BLOCK_ROWS", 16)
     units, a = _units_and_rows(torch.float64, glu_bias)
     params = list(units.parameters())
     units[0].denseAs[1].gluw2.weight.requires_grad_(False)  # a frozen parameter gets no gradient
-    fused = mp._fused_units(a, units, recompute)
+    fused = fused_units.fused_units(a, units, recompute)
     expected = _autograd_units(units, a)
     assert fused.dtype == torch.float32  # the PLGA maths is float32 whatever the model dtype
     units_fp32, a_fp32 = copy.deepcopy(units).float(), a.detach().float().requires_grad_()
@@ -369,27 +379,31 @@ def test_fused_units_match_autograd_in_float64(glu_bias, recompute, monkeypatch)
     # in float64 end to end (the Function itself is dtype-generic): equal to autograd up to float64 round-off
     units[0].denseAs[1].gluw2.weight.requires_grad_(True)
     expected = _autograd_units(units, a)
-    flat = [p if p is None else p.detach().requires_grad_() for p in mp._fused_params(units)]
+    flat = [p if p is None else p.detach().requires_grad_() for p in fused_units.fused_params(units)]
     per_unit = len(flat) // len(units)
     mode = "inputs" if recompute else "store"
-    out64 = mp._FusedResidualUnits.apply(a, mode, 16, units[0].layernormA.eps, per_unit, *flat)
+    out64 = fused_units.FusedResidualUnits.apply(a, mode, 16, units[0].layernormA.eps, per_unit, *flat)
     assert torch.allclose(out64, expected, rtol=1e-12, atol=1e-12)
     got64 = torch.autograd.grad(out64, [a] + [p for p in flat if p is not None], grad_out)
-    ref64 = torch.autograd.grad(expected, [a] + [p for p in mp._fused_params(units) if p is not None], grad_out)
+    ref64 = torch.autograd.grad(
+        expected, [a] + [p for p in fused_units.fused_params(units) if p is not None], grad_out
+    )
     for g, r in zip(got64, ref64, strict=True):
         assert torch.allclose(g, r, rtol=1e-10, atol=1e-12)
 
 
 def test_fused_units_gradcheck():
     units, a = _units_and_rows(torch.float64, rows=5, d=4, hidden=3)
-    flat = [p.detach().requires_grad_() for p in mp._fused_params(units)]
+    flat = [p.detach().requires_grad_() for p in fused_units.fused_params(units)]
     per_unit = len(flat) // len(units)
     for mode in ("store", "inputs"):
-        fn = functools.partial(mp._FusedResidualUnits.apply, a.detach().requires_grad_(), mode, 2, 1e-5, per_unit)
+        fn = functools.partial(
+            fused_units.FusedResidualUnits.apply, a.detach().requires_grad_(), mode, 2, 1e-5, per_unit
+        )
         assert torch.autograd.gradcheck(lambda *p, fn=fn: fn(*p), tuple(flat))
         x = a.detach().requires_grad_()
         assert torch.autograd.gradcheck(
-            lambda x, mode=mode: mp._FusedResidualUnits.apply(x, mode, 2, 1e-5, per_unit, *flat), (x,)
+            lambda x, mode=mode: fused_units.FusedResidualUnits.apply(x, mode, 2, 1e-5, per_unit, *flat), (x,)
         )
 
 
@@ -400,7 +414,7 @@ def test_fused_metric_learner_matches_the_modules(monkeypatch):
     ids = torch.randint(4, 99, (3, 11))
     losses, grads = {}, {}
     for fused in (True, False):
-        monkeypatch.setattr(mp, "_plain_modules", lambda units, fused=fused: fused)
+        monkeypatch.setattr(mp, "is_plain", lambda units, fused=fused: fused)
         for checkpointing in (True, False):
             model.config.metric_learner_checkpointing = checkpointing
             losses[fused, checkpointing], grads[fused, checkpointing] = _loss_and_grads(model, ids, ids)
@@ -428,7 +442,7 @@ def test_metric_learner_recompute_stores_less():
             return tensor
 
         with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
-            out = mp._fused_units(a, units, recompute)
+            out = fused_units.fused_units(a, units, recompute)
         out.sum().backward()
         return total
 

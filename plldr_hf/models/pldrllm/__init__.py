@@ -1,4 +1,15 @@
-"""PLDR-LLM family (model_type `pldrllm`): registration with the Auto classes and for Hub remote code."""
+"""PLDR-LLM family (model_type `pldrllm`): registration with the Auto classes and for Hub remote code, and the
+family's descriptor `FAMILY` (`plldr_hf.models.family.ModelFamily`).
+
+The folder holds two kinds of module:
+
+- remote code, copied next to the weights by `save_pretrained` and importing only torch, transformers and each
+  other: `configuration_pldrllm.py`, `modeling_pldrllm.py` and its siblings `plga.py`, `fused_units.py`, `dag.py`,
+  `collapse.py` (`FAMILY.code_files` lists them);
+- the package side, which may use the rest of `plldr_hf` but never training or the command line: the tokenizer, the
+  question-answering pipeline, `conversion.py` (released `.pth` and predefined-G files), `diagnostics.py` (order
+  parameters and the other checks of G), `plots.py` (their PNGs) and `lm_eval_task.py` (an offline lm-eval task).
+"""
 
 from transformers import (
     AutoConfig,
@@ -10,9 +21,11 @@ from transformers import (
 )
 
 from plldr_hf._compat import register_question_answering_pipeline, register_tokenizer_for_model_type
+from plldr_hf.models.family import ModelCard, ModelFamily
 from plldr_hf.models.pldrllm.configuration_pldrllm import PldrllmConfig
 from plldr_hf.models.pldrllm.modeling_pldrllm import (
     PldrllmCacheLayer,
+    PldrllmDecoderLayer,
     PldrllmForCausalLM,
     PldrllmForQuestionAnswering,
     PldrllmForSequenceClassification,
@@ -46,6 +59,55 @@ PldrllmForCausalLM.register_for_auto_class("AutoModelForCausalLM")
 PldrllmForSequenceClassification.register_for_auto_class("AutoModelForSequenceClassification")
 PldrllmForTokenClassification.register_for_auto_class("AutoModelForTokenClassification")
 PldrllmForQuestionAnswering.register_for_auto_class("AutoModelForQuestionAnswering")
+
+
+def _card_architecture(config: PldrllmConfig) -> list[tuple[str, object]]:
+    if config.custom_G_type is not None:
+        g_state = f"fixed G (`custom_G_type={config.custom_G_type!r}`)"
+    elif config.collapsed:
+        g_state = "collapsed: G frozen per layer and head, attention runs as SDPA with q' = q·G"
+    else:
+        g_state = "learned: G computed by the power-law graph attention metric learner"
+    return [
+        ("layers", config.num_hidden_layers),
+        ("hidden size", config.hidden_size),
+        ("attention heads × head dim", f"{config.num_attention_heads} × {config.head_dim}"),
+        ("feed-forward size", config.intermediate_size),
+        (
+            "metric learner (A_dff, residual layers, dense layers)",
+            (config.A_dff, config.num_reslayerA, config.num_denseA),
+        ),
+        ("context length", config.max_position_embeddings),
+        ("RoPE", "interleaved (v51 reference)" if config.reference_rope else "half-split (v52)"),
+        ("G", g_state),
+    ]
+
+
+FAMILY = ModelFamily(
+    model_type="pldrllm",
+    display_name="PLDR-LLM",
+    auto_class="AutoModelForCausalLM",
+    config_class=PldrllmConfig,
+    model_class=PldrllmForCausalLM,
+    decoder_layer_class=PldrllmDecoderLayer,
+    card=ModelCard(
+        template="pldrllm.md",
+        pipeline_tag="text-generation",
+        task_name="Text Generation",
+        tags=("pldr-llm", "power-law-graph-attention", "custom_code"),
+        language=("en",),
+        metric_names={
+            "perplexity": "Perplexity",
+            "order_parameter": "Order parameter of G_LM (SOC definition)",
+            "order_parameter_across_inputs": "Order parameter of G_LM across inputs",
+            "loss": "Cross-entropy loss",
+        },
+        architecture=_card_architecture,
+        config_tags=lambda config: ["collapsed"] if config.collapsed else [],
+    ),
+    train="plldr_hf.training.causal_lm:train_causal_lm",
+    evaluate="plldr_hf.evaluation:perplexity",
+)
 
 __all__ = [
     "PldrllmConfig",

@@ -1,7 +1,7 @@
 """PLDR-LLM: a decoder-only LM with Power Law Graph Attention (PLGA), in the released checkpoint format.
 
 Papers: arXiv 2410.16703 (PLDR-LLM), 2502.13502 (KV-cache + G-cache), 2603.23539 (self-organised criticality).
-Spec: `shared/spec/pldr_llm.md`; this file implements the v51 ("v510") architecture.
+This file implements the v51 ("v510") architecture of the reference code.
 
 Notable features (what differs from a standard decoder):
 - Per layer and head a "metric learner" maps the Gram matrix of the rotated queries, A0 = q_rotᵀ·q_rot over all S
@@ -18,12 +18,23 @@ Notable features (what differs from a standard decoder):
   buffer `decoder.past_G_values` [L, 3, 1, H, d, d] (slots A, A_LM, G_LM); the metric learner is skipped.
 - The DAG regulariser on A_LM, A_P, G_LM is computed from each layer's state (`dag_terms`; the state is made from
   the PLGA tensors as `plgatt_layer` reads them, so PEFT adapters on them count) and added to the loss with the
-  token-fraction weight that keeps gradient accumulation and DDP exact (`hf_integration.md` §10.2).
+  token-fraction weight that keeps gradient accumulation and DDP exact (each sequence weighted by its share of the
+  batch's label tokens, as Trainer's `num_items_in_batch` weights the cross-entropy).
 
-The PLGA maths are pure functions, each step in one place: `gram_matrix` (A0), `metric_learner` (A),
-`power_law_graph` (A_LM, A_P, G_LM as a `PlgaState`), `power_law` (A_P alone), `dag_terms`. `PldrllmAttention`
-chooses where the state comes from: the fixed-G buffer, the G-cache, or `deductive_outputs` (the learned path);
-`PlgaCall` carries what one forward call tells every layer (padding weights, packed sequences, DAG form).
+The model is split by concern into sibling files that `save_pretrained` copies with this one (remote code):
+
+| file               | what it holds                                                                          |
+|--------------------|----------------------------------------------------------------------------------------|
+| `plga.py`          | the PLGA maths as pure functions (`gram_matrix`, `power_law_graph`, `dag_terms`, …), the |
+|                    | `PlgaState` / `PlgaCall` records and the metric learner's modules (the reference path)  |
+| `fused_units.py`   | the metric learner's residual units fused with a hand-written backward (CPU fast path)  |
+| `dag.py`           | the DAG value |ln(tr(e^{M∘M})/d)| and its overflow-safe matrix exponential             |
+| `collapse.py`      | calibration inputs, order parameters and `collapse_model` behind `collapse()`           |
+| this file          | RoPE, the G-cache layer, attention, decoder layer, models and heads                     |
+
+`PldrllmAttention` chooses where the state comes from: the fixed-G buffer, the G-cache, or `deductive_outputs` (the
+learned path, through `metric_learner`, which picks the fused units or the modules); `PlgaCall` carries what one
+forward call tells every layer (padding weights, packed sequences, DAG form).
 
 Symbol table (paper → meaning → released name):
 
@@ -41,8 +52,8 @@ Symbol table (paper → meaning → released name):
 | A_P      | power-law operator                               | [B, H, d, d] | `pldr_attentions[l][2]`             |
 | G_LM     | learned bilinear form of the scores              | [B, H, d, d] | `pldr_attentions[l][3]`             |
 
-This file is copied next to the weights by `save_pretrained` (remote code): it imports only torch, transformers
-(public names) and `configuration_pldrllm`.
+This file and its siblings are copied next to the weights by `save_pretrained` (remote code): they import only
+torch, transformers (public names) and each other.
 """
 
 import copy
@@ -50,8 +61,7 @@ import functools
 import inspect
 import math
 import warnings
-from dataclasses import asdict, dataclass
-from typing import NamedTuple
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
@@ -71,7 +81,23 @@ from transformers.modeling_outputs import (
 )
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
+from .collapse import PldrllmCollapseReport, collapse_model
 from .configuration_pldrllm import PldrllmConfig
+from .fused_units import fused_units, is_plain
+from .plga import (
+    PldrllmGLU,
+    PldrllmPowerLawGraphLayer,
+    PldrllmResidualUnit,
+    PlgaCall,
+    PlgaState,
+    dag_terms,
+    gram_matrix,
+    layer_norm_fp32,
+    metric_learner_modules,
+    packed_segment_ids,
+    present_segments,
+    residual_units,
+)
 
 
 # version shim: transformers 5.24 renamed the cache keyword and output field `past_key_values` -> `cache`
@@ -94,19 +120,6 @@ def _merge_cache_kwargs(cache: Cache | None, past_key_values: Cache | None, owne
                 stacklevel=3,
             )
     return cache if cache is not None else past_key_values
-
-
-# ε added to A_LM so that it is entrywise positive and the power step A_LM^P is defined (reference, hard-coded)
-A_LM_EPS = 1e-9
-# d×d matrices per block of the metric learner on the module path (`metric_learner`): 32 matrices × 64 rows keep a
-# GLU's 170-wide activations (1.4 MB) near the core; unblocked, the 110M scoring forward (batch 16 × 32, no cache)
-# is 1.8× slower on a 2-core CPU (issue 9, `python -m benchmarks run --only scoring`)
-METRIC_LEARNER_BLOCK = 32
-# rows per block of the fused path (`_FusedResidualUnits`) on a CPU: a block's d-wide input and two 170-wide GLU
-# activations (1024 × (64 + 2·170) floats ≈ 1.6 MB) stay near the core between the GEMMs and their elementwise
-# epilogues, and a block is large enough that Python's per-op overhead stays small (issue 17: 256, 512, 1024 and
-# 2048 rows measured at the 110M training and scoring shapes; 1024 was best or level with the best for both)
-FUSED_BLOCK_ROWS = 1024
 
 
 @dataclass
@@ -161,105 +174,11 @@ def apply_rope_half(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> to
     return (x_float * cos + torch.cat((-x2, x1), dim=-1) * sin).type_as(x)
 
 
-def _linear_fp32(layer: nn.Linear, x: torch.Tensor) -> torch.Tensor:
-    # call the module itself when it already is float32, so PEFT wrappers on it stay active
-    if layer.weight.dtype == torch.float32:
-        return layer(x)
-    bias = None if layer.bias is None else layer.bias.float()
-    return F.linear(x, layer.weight.float(), bias)
-
-
-def _layer_norm_fp32(norm: nn.LayerNorm, x: torch.Tensor) -> torch.Tensor:
-    if norm.weight.dtype == torch.float32:
-        return norm(x)
-    return F.layer_norm(x, norm.normalized_shape, norm.weight.float(), norm.bias.float(), norm.eps)
-
-
-def iswiglu(x: torch.Tensor) -> torch.Tensor:
-    """iSwiGLU(x) = x·silu(x) = x²·σ(x) ≥ 0: SwiGLU with identity weights and no bias."""
-    return x * F.silu(x)
-
-
-class _LogMeanTraceExp(torch.autograd.Function):
-    """ln(tr(e^X) / d) for a batch of d×d matrices X ≥ 0 (entrywise): overflow-safe, accurate near 0, and with a
-    closed-form gradient.
-
-    Scaling and squaring: z = X / 2^s with ‖z‖∞ ≤ 1/2, a degree-8 Taylor polynomial (truncation < 1e-8, below
-    float32 resolution), then s squarings. Every term is ≥ 0, so nothing cancels.
-    - ‖X‖∞ ≤ 60: carry W = e^X − I (W ← W² + 2W when squaring), so ln(tr e^X / d) = log1p(tr W / d) stays accurate
-      when it is tiny (the DAG value of a near-acyclic matrix); e^60 is far below the float32 limit.
-    - larger: carry Y = e^X / R, dividing by the largest entry r after each squaring (ln R ← 2 ln R + ln r), so
-      nothing overflows: ln(tr e^X / d) = ln R + ln(tr Y / d). Values of order 10³ (trained checkpoints) are fine.
-    Backward: ∂ ln tr e^X / ∂X = (e^X)ᵀ / tr e^X, available from W or Y, instead of differentiating through a matrix
-    exponential (whose backward takes the exponential of a 2d × 2d block matrix).
-    """
-
-    TAYLOR_DEGREE = 8
-    DIRECT_LIMIT = 60.0
-
-    @staticmethod
-    def forward(ctx, x: torch.Tensor) -> torch.Tensor:
-        d = x.shape[-1]
-        norm = x.sum(dim=-1).amax().item()
-        squarings = max(0, math.ceil(math.log2(2 * norm))) if norm > 0.5 else 0
-        z = x / 2**squarings
-        eye = torch.eye(d, dtype=x.dtype, device=x.device)
-        # Horner for e^z − I = z(I + z/2(I + z/3(… (I + z/8))))
-        w = eye + z / _LogMeanTraceExp.TAYLOR_DEGREE
-        for k in range(_LogMeanTraceExp.TAYLOR_DEGREE - 1, 1, -1):
-            w = eye + (z @ w) / k
-        w = z @ w
-        if norm <= _LogMeanTraceExp.DIRECT_LIMIT:
-            for _ in range(squarings):
-                w = w @ w + 2 * w
-            excess = w.diagonal(dim1=-2, dim2=-1).sum(-1)
-            exp_x, trace = w + eye, excess + d
-            out = torch.log1p(excess / d)
-        else:
-            exp_x = w + eye
-            log_scale = torch.zeros(x.shape[:-2], dtype=x.dtype, device=x.device)
-            for _ in range(squarings):
-                exp_x = exp_x @ exp_x
-                peak = exp_x.amax(dim=(-2, -1))
-                exp_x = exp_x / peak[..., None, None]
-                log_scale = 2 * log_scale + peak.log()
-            trace = exp_x.diagonal(dim1=-2, dim2=-1).sum(-1)
-            out = log_scale + torch.log(trace / d)
-        ctx.save_for_backward(exp_x, trace)
-        return out
-
-    @staticmethod
-    def backward(ctx, grad_output: torch.Tensor) -> torch.Tensor:
-        exp_x, trace = ctx.saved_tensors
-        return exp_x.mT * (grad_output / trace)[..., None, None]
-
-
-def dag_values(m: torch.Tensor, form: str = "log_ratio") -> torch.Tensor:
-    """DAG value of each d×d matrix in `m` (..., d, d) → (...), float32.
-
-    `"notears"`: h(M) = tr(exp(M∘M)) − d. `"log_ratio"` (the reference code): |ln(tr(exp(M∘M)) / d)|. Both go
-    through the overflow-safe, accurate ln(tr e^X / d) of `_LogMeanTraceExp`; log-ratio values of order 10³ (seen
-    in trained checkpoints) are finite, while the NOTEARS value e^1000 is not representable and comes out inf.
-    """
-    d = m.shape[-1]
-    log_ratio = _LogMeanTraceExp.apply(m.float().square())
-    if form == "log_ratio":
-        return log_ratio.abs()
-    if form == "notears":
-        return d * torch.expm1(log_ratio)
-    raise ValueError(f"unknown DAG loss form {form!r}; expected 'log_ratio' or 'notears'")
-
-
-def dag_loss(m: torch.Tensor, form: str = "log_ratio") -> torch.Tensor:
-    """`dag_values` averaged over every leading axis (batch items, heads, ...)."""
-    return dag_values(m, form).mean()
-
-
 class PldrllmCacheLayer(DynamicLayer):
     """A `DynamicLayer` (K, V) that also holds the layer's G-cache, a `PlgaState` of tensors (B or 1, H, d, d).
 
     Keeping the G state in the cache layer (not on the model) makes it follow beam reordering, batch expansion and
-    selection, and resets it with the cache (`hf_integration.md` §6.2).
+    selection, and resets it with the cache.
     """
 
     def __init__(self, **kwargs):
@@ -309,21 +228,6 @@ def _install_g_cache_layers(cache: Cache, num_layers: int) -> None:
             layers.append(new_layer)
 
 
-def packed_segment_ids(position_ids: torch.Tensor) -> tuple[torch.Tensor, int]:
-    """Sequence index of each position of a padding-free packed batch (B, S) and the most sequences in a row.
-
-    A new sequence starts wherever the position does not advance by one (transformers' `find_packed_sequence_indices`
-    rule, as `DataCollatorWithFlattening` writes them): positions [0 1 2 0 1 0] give [0 0 0 1 1 2].
-    """
-    segments = (torch.diff(position_ids, prepend=position_ids[:, :1] - 1, dim=-1) != 1).cumsum(-1)
-    return segments, int(segments.max()) + 1
-
-
-def _present_segments(segment_ids: torch.Tensor, num_segments: int) -> torch.Tensor:
-    # (B, K) bool: which sequence slots a row really has
-    return F.one_hot(segment_ids, num_segments).amax(1).bool()
-
-
 def eager_attention_forward(
     module: nn.Module,
     query: torch.Tensor,
@@ -352,338 +256,20 @@ def eager_attention_forward(
     return attn_output, attn_weights
 
 
-class PlgaState(NamedTuple):
-    """The deductive outputs of one layer, each float32 (B, H, d, d); with K packed sequences per row, (B, K, H, d, d)
-    until `PldrllmAttention` keeps the state that continues (the last sequence of each row).
-
-    `a_p` is None where it is not stored (the released fixed-G buffer holds A, A_LM, G_LM); `dag` (N, 3) holds the
-    DAG values of (A_LM, A_P, G_LM) per sequence (N = B, or the number of packed sequences), averaged over heads,
-    when they were asked for. A tuple, so the G-cache and old callers can still index it (`state[3]` is G_LM).
-    """
-
-    a: torch.Tensor
-    a_lm: torch.Tensor
-    a_p: torch.Tensor | None
-    g_lm: torch.Tensor
-    dag: torch.Tensor | None = None
-
-    def tensors(self) -> tuple[torch.Tensor | None, ...]:
-        """(A, A_LM, A_P, G_LM), the order of `pldr_attentions[l]` and `DEDUCTIVE_TENSORS`."""
-        return self.a, self.a_lm, self.a_p, self.g_lm
-
-    def map(self, fn) -> "PlgaState":
-        """The same state with `fn` applied to each stored tensor (the DAG values are per call, not carried)."""
-        return PlgaState(*(None if t is None else fn(t) for t in self.tensors()))
-
-    @classmethod
-    def from_fixed_g(cls, buffer: torch.Tensor) -> "PlgaState":
-        """The state of a fixed G from its buffer slots (A, A_LM, G_LM), each (1, H, d, d)."""
-        return cls(buffer[0], buffer[1], None, buffer[2])
-
-
-def gram_matrix(
-    q_rot: torch.Tensor,
-    gram_weights: torch.Tensor | None = None,
-    segment_ids: torch.Tensor | None = None,
-    num_segments: int = 1,
-) -> torch.Tensor:
-    """A0 = q_rotᵀ·q_rot over the positions of the call, float32: (B, H, d, d), or (B·K, H, d, d) with `segment_ids`
-    (B, S) assigning the positions of a packed row to K sequences, each with its own Gram matrix. `gram_weights`
-    (B, S) is 1 for the positions that enter it and 0 for padding. No 1/S (reference, spec §3.5)."""
-    q = q_rot.float()
-    batch, heads, _, d = q.shape
-    if segment_ids is None:
-        weighted = q if gram_weights is None else q * gram_weights[:, None, :, None].to(q.dtype)
-        return torch.matmul(weighted.transpose(-1, -2), q)
-    member = F.one_hot(segment_ids, num_segments).to(q.dtype)  # (B, S, K)
-    if gram_weights is not None:
-        member = member * gram_weights[..., None].to(q.dtype)
-    return torch.einsum("bsk,bhsi,bhsj->bkhij", member, q, q).reshape(batch * num_segments, heads, d, d)
-
-
-def residual_units(a: torch.Tensor, units) -> torch.Tensor:
-    """The metric learner's residual units applied in turn to (…, d, d)."""
-    for unit in units:
-        a = unit(a)
-    return a
-
-
-def _linear_rows(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
-    """x·Wᵀ + b for rows x (M, in), the bias added inside the GEMM."""
-    return torch.addmm(bias, x, weight.t()) if bias is not None else x @ weight.t()
-
-
-def _glu_rows(x: torch.Tensor, w1, b1, w2, b2, w3, b3, keep: bool):
-    """GLU of the rows of x (M, d) → (y, (h1, h2) if `keep`): h1 = W1·x + b1, h2 = W2·x + b2 (pre-activations),
-    y = W3·(silu(h1) ⊙ h2) + b3. Without `keep` the epilogue runs in place (h1 becomes the GLU's product)."""
-    h1, h2 = _linear_rows(x, w1, b1), _linear_rows(x, w2, b2)
-    product = F.silu(h1) * h2 if keep else F.silu(h1, inplace=True).mul_(h2)
-    return _linear_rows(product, w3, b3), ((h1, h2) if keep else ())
-
-
-def _unit_rows(a: torch.Tensor, unit_params, eps: float, mode: str | None):
-    """One residual unit on the rows of a (M, d): LN(a + GLU_n(…GLU_1(a))). `unit_params` = (γ, β, then six tensors
-    per GLU). Returns the output and what backward needs: per GLU its input (`mode` "inputs") or its input and
-    pre-activations ("store"), then the LayerNorm's input, mean and 1/σ; nothing for `mode` None (no gradient)."""
-    ln_w, ln_b, glus = unit_params[0], unit_params[1], unit_params[2:]
-    x, saved = a, []
-    for k in range(0, len(glus), 6):
-        y, pre = _glu_rows(x, *glus[k : k + 6], keep=mode == "store")
-        if mode is not None:
-            saved += [x, *pre]
-        x = y
-    r = x.add_(a)
-    out, mean, rstd = torch.native_layer_norm(r, (a.shape[-1],), ln_w, ln_b, eps)
-    return out, (saved + [r, mean, rstd] if mode is not None else [])
-
-
-def _unit_rows_backward(grad_out: torch.Tensor, unit_params, kept, grads) -> torch.Tensor:
-    """Backward of `_unit_rows` for one block: the gradient of its input; parameter gradients are added into
-    `grads` (None where not wanted). `kept` is what forward saved ("inputs": one tensor per GLU, "store": three)."""
-    ln_w, ln_b, glus = unit_params[0], unit_params[1], unit_params[2:]
-    r, mean, rstd = kept[-3:]
-    num_glus = len(glus) // 6
-    per_glu = (len(kept) - 3) // num_glus
-    grad_r, grad_ln_w, grad_ln_b = torch.ops.aten.native_layer_norm_backward(
-        grad_out, r, (r.shape[-1],), mean, rstd, ln_w, ln_b, [True, grads[0] is not None, grads[1] is not None]
-    )
-    for grad, part in zip(grads[:2], (grad_ln_w, grad_ln_b)):
-        if grad is not None:
-            grad.add_(part)
-    dy = grad_r
-    for j in reversed(range(num_glus)):
-        w1, b1, w2, b2, w3, b3 = glus[6 * j : 6 * j + 6]
-        gw1, gb1, gw2, gb2, gw3, gb3 = grads[2 + 6 * j : 8 + 6 * j]
-        x, *pre = kept[per_glu * j : per_glu * (j + 1)]
-        if pre:
-            h1, h2 = pre
-        else:  # recompute the pre-activations from the GLU's input
-            h1, h2 = _linear_rows(x, w1, b1), _linear_rows(x, w2, b2)
-        sig = torch.sigmoid(h1)
-        s1 = h1 * sig  # silu(h1)
-        if gw3 is not None:
-            gw3.addmm_(dy.t(), s1 * h2)
-        if gb3 is not None:
-            gb3.add_(dy.sum(0))
-        dg = dy @ w3
-        dh2 = dg * s1
-        # d silu(h)/dh = σ + s·(1 − σ)
-        dh1 = dg.mul_(h2).mul_(torch.addcmul(s1, sig, 1 - s1))
-        for grad_w, grad_b, dh in ((gw1, gb1, dh1), (gw2, gb2, dh2)):
-            if grad_w is not None:
-                grad_w.addmm_(dh.t(), x)
-            if grad_b is not None:
-                grad_b.add_(dh.sum(0))
-        dx = dh1 @ w1
-        dx.addmm_(dh2, w2)
-        dy = dx
-    return dy.add_(grad_r)
-
-
-def _units_in_blocks(a: torch.Tensor, params, per_unit: int, block: int, eps: float, mode: str | None):
-    """Every unit on each block of `block` rows of a (M, d) in turn → (output, what backward needs, block by block
-    and unit by unit); `params` holds `per_unit` tensors per unit (`_fused_params`), `mode` as in `_unit_rows`."""
-    units = [params[i : i + per_unit] for i in range(0, len(params), per_unit)]
-    outputs, saved = [], []
-    for rows in a.split(block):
-        for unit in units:
-            rows, kept = _unit_rows(rows, unit, eps, mode)
-            saved += kept
-        outputs.append(rows)
-    return (outputs[0] if len(outputs) == 1 else torch.cat(outputs)), saved
-
-
-class _FusedResidualUnits(torch.autograd.Function):
-    """The metric learner's residual units on the rows of A (M, d) as one autograd node with a hand-written
-    backward (issue 17): the same maths as the modules (`PldrllmResidualUnit`), with fewer passes over the 170-wide
-    activations than autograd makes of them, which is what bounds this d = 64 GEMM on a CPU.
-
-    - Rows run in blocks of `block` through every unit in turn, so a block's activations stay in cache.
-    - Forward runs the GLU epilogue in place; backward needs silu's derivative σ·(1 + h·(1 − σ)) = σ + s·(1 − σ)
-      with s = silu(h) = h·σ, so one sigmoid per activation serves s, the product and the derivative.
-    - `mode` "inputs" keeps each GLU's d-wide input and recomputes its two 170-wide pre-activations in backward
-      (two of the unit's six GEMMs, not all six as whole-block checkpointing would); "store" keeps them too.
-    Everything backward needs goes through `save_for_backward`, so whole-layer gradient checkpointing (reentrant
-    or not) frees and recomputes it like any other node's.
-    """
-
-    @staticmethod
-    def forward(ctx, a, mode, block, eps, per_unit, *params):
-        out, saved = _units_in_blocks(a, params, per_unit, block, eps, mode)
-        ctx.block, ctx.per_unit, ctx.num_params = block, per_unit, len(params)
-        ctx.save_for_backward(*params, *saved)
-        return out
-
-    @staticmethod
-    @torch.autograd.function.once_differentiable
-    def backward(ctx, grad_out):
-        tensors = ctx.saved_tensors
-        params, saved = tensors[: ctx.num_params], tensors[ctx.num_params :]
-        units = [params[i : i + ctx.per_unit] for i in range(0, len(params), ctx.per_unit)]
-        # inputs 0–4 are a, mode, block, eps, per_unit; frozen parameters get no gradient
-        wanted = ctx.needs_input_grad[5:]
-        grads = [torch.zeros_like(p) if p is not None and w else None for p, w in zip(params, wanted)]
-        grad_blocks = grad_out.split(ctx.block)
-        kept_per_unit = len(saved) // len(grad_blocks) // len(units)
-        grad_a = torch.empty_like(grad_out)
-        start = 0
-        for i, grad_rows in enumerate(grad_blocks):
-            for u in reversed(range(len(units))):
-                first = (i * len(units) + u) * kept_per_unit
-                unit_grads = grads[u * ctx.per_unit : (u + 1) * ctx.per_unit]
-                grad_rows = _unit_rows_backward(grad_rows, units[u], saved[first : first + kept_per_unit], unit_grads)
-            grad_a[start : start + grad_rows.shape[0]] = grad_rows
-            start += grad_rows.shape[0]
-        return (grad_a, None, None, None, None, *grads)
-
-
-def _plain_modules(units) -> bool:
-    """Whether the units are the stock modules with nothing wrapped around them (no PEFT layer, forward hook or
-    replaced forward, e.g. accelerate's offloading), so the fused path computes exactly what calling them would."""
-    stock = (nn.ModuleList, PldrllmResidualUnit, PldrllmGLU, nn.Linear, nn.LayerNorm)
-    return all(
-        type(m) in stock and not (m._forward_hooks or m._forward_pre_hooks or "forward" in m.__dict__)
-        for m in units.modules()
-    )
-
-
-def _fused_params(units) -> list[torch.Tensor | None]:
-    """The units' tensors in `_FusedResidualUnits` order: per unit γ, β, then W1, b1, W2, b2, W3, b3 per GLU."""
-    params = []
-    for unit in units:
-        params += [unit.layernormA.weight, unit.layernormA.bias]
-        for glu in unit.denseAs:
-            for linear in (glu.gluw1, glu.gluw2, glu.gluw3):
-                params += [linear.weight, linear.bias]
-    return params
-
-
-def _fused_units(a: torch.Tensor, units, recompute: bool) -> torch.Tensor:
-    """The residual units on the rows of A (M, d) through `_FusedResidualUnits`, float32 whatever the model dtype
-    (the casts are autograd-tracked, so bf16 parameters get their gradients). `recompute`: keep only each GLU's
-    d-wide input for backward."""
-    a = a.float()
-    params = [None if p is None else p.float() for p in _fused_params(units)]
-    eps = units[0].layernormA.eps
-    # the row blocks keep activations in a CPU core's cache; an accelerator wants one launch per GEMM
-    block = FUSED_BLOCK_ROWS if a.device.type == "cpu" else max(a.shape[0], 1)
-    per_unit = len(params) // len(units)
-    if not (torch.is_grad_enabled() and (a.requires_grad or any(p is not None and p.requires_grad for p in params))):
-        return _units_in_blocks(a, params, per_unit, block, eps, None)[0]
-    mode = "inputs" if recompute else "store"
-    return _FusedResidualUnits.apply(a, mode, block, eps, per_unit, *params)
-
-
 def metric_learner(
     a0: torch.Tensor, layer_norm: nn.LayerNorm, units, *, recompute: bool = False, run_units=None, fused: bool = True
 ):
     """A = residual units(LN(A0)), float32, same shape as `a0` (…, d, d).
 
-    The units act row-wise, so the matrices are independent and run in blocks that stay in the CPU cache (same
-    values, bit for bit). Stock units run fused (`_FusedResidualUnits`, the default; `fused=False` calls the
-    modules): `recompute=True` keeps only each GLU's d-wide input for backward and recomputes its 170-wide
-    activations there. Units with something wrapped around them (PEFT, hooks) are called as modules, in blocks of
-    `METRIC_LEARNER_BLOCK` matrices; `recompute=True` then keeps only each block's input and recomputes the block
-    in backward (`torch.utils.checkpoint`). Either way the values and gradients are those of the plain modules.
+    Stock units run fused (`fused_units.py`, the default; `fused=False` calls the modules): `recompute=True` keeps
+    only each GLU's d-wide input for backward and recomputes its a-wide activations there. Units with something
+    wrapped around them (PEFT, hooks) are called as modules (`plga.metric_learner_modules`); `recompute=True` then
+    checkpoints each block of matrices. Either way the values and gradients are those of the plain modules.
     `run_units(block)` replaces the eager units (a compiled `residual_units`)."""
-    a = _layer_norm_fp32(layer_norm, a0)
-    if fused and run_units is None and _plain_modules(units):
-        return _fused_units(a.reshape(-1, a.shape[-1]), units, recompute).view(a.shape)
-    run = run_units if run_units is not None else functools.partial(residual_units, units=units)
-    blocks = []
-    for block in a.reshape(-1, *a.shape[-2:]).split(METRIC_LEARNER_BLOCK):
-        blocks.append(torch.utils.checkpoint.checkpoint(run, block, use_reentrant=False) if recompute else run(block))
-    return (blocks[0] if len(blocks) == 1 else torch.cat(blocks)).view(a.shape)
-
-
-def power_law(a_lm: torch.Tensor, p: torch.Tensor) -> torch.Tensor:
-    """A_P = A_LM^∘P, entrywise (A_LM > 0), float32."""
-    return torch.pow(a_lm, p.float())
-
-
-def power_law_graph(a, w, b, p, alpha, beta) -> PlgaState:
-    """A → A_LM = iSwiGLU(W·A + b) + ε → A_P = A_LM^∘P → G_LM = a·A_P + b_a, float32. The (H, d, d) parameters act
-    from the left on (…, H, d, d), mixing rows."""
-    a_lm = iswiglu(torch.matmul(w.float(), a) + b.float()) + A_LM_EPS
-    a_p = power_law(a_lm, p)
-    g_lm = torch.matmul(alpha.float(), a_p) + beta.float()
-    return PlgaState(a, a_lm, a_p, g_lm)
-
-
-def dag_terms(state: PlgaState, form: str) -> torch.Tensor:
-    """DAG values of (A_LM, A_P, G_LM) per leading index, averaged over heads: (…, 3) for tensors (…, H, d, d)."""
-    return torch.stack([dag_values(t, form).mean(-1) for t in (state.a_lm, state.a_p, state.g_lm)], dim=-1)
-
-
-@dataclass
-class PlgaCall:
-    """What one forward call tells every layer's PLGA (built once in `PldrllmModel.forward`).
-
-    `gram_weights` (B, S): 1 for the positions that enter the Gram matrix; `segment_ids` (B, S) / `num_segments`:
-    the sequences packed into each row; `dag_form`: compute the DAG values in this form (None: do not);
-    `cache_first_G`: the G-cache keeps only batch row 0's state.
-    """
-
-    gram_weights: torch.Tensor | None = None
-    segment_ids: torch.Tensor | None = None
-    num_segments: int = 1
-    dag_form: str | None = None
-    cache_first_G: bool = False
-
-
-class PldrllmGLU(nn.Module):
-    """GLU(x) = W3(silu(W1·x + b1) ⊙ (W2·x + b2)) + b3 — the feed-forward network and each metric-learner unit."""
-
-    def __init__(self, dim: int, hidden_dim: int, bias: bool = True):
-        super().__init__()
-        self.gluw1 = nn.Linear(dim, hidden_dim, bias=bias)
-        self.gluw2 = nn.Linear(dim, hidden_dim, bias=bias)
-        self.gluw3 = nn.Linear(hidden_dim, dim, bias=bias)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.gluw3(F.silu(self.gluw1(x)) * self.gluw2(x))
-
-    def forward_fp32(self, x: torch.Tensor) -> torch.Tensor:
-        return _linear_fp32(self.gluw3, F.silu(_linear_fp32(self.gluw1, x)) * _linear_fp32(self.gluw2, x))
-
-
-class PldrllmResidualUnit(nn.Module):
-    """One residual unit of the metric learner: A ← LN(A + GLU_n(…GLU_1(A))), row-wise on the d×d matrix."""
-
-    def __init__(self, head_dim: int, a_dff: int, num_dense: int, bias: bool, eps: float):
-        super().__init__()
-        self.denseAs = nn.ModuleList([PldrllmGLU(head_dim, a_dff, bias) for _ in range(num_dense)])
-        self.layernormA = nn.LayerNorm(head_dim, eps=eps)
-
-    def forward(self, a: torch.Tensor) -> torch.Tensor:
-        branch = a
-        for glu in self.denseAs:
-            branch = glu.forward_fp32(branch)
-        return _layer_norm_fp32(self.layernormA, a + branch)
-
-
-class PldrllmPowerLawGraphLayer(nn.Module):
-    """The PLGA tensors W, b, P, a, b_a of one layer (`power_law_graph` is the maths).
-
-    They are read only in `forward` / `power_law_of`, so a PEFT `target_parameters` adapter on them is seen by the
-    attention and by the DAG terms computed from the state (`hf_integration.md` §13).
-    """
-
-    def __init__(self, num_heads: int, head_dim: int):
-        super().__init__()
-        shape = (num_heads, head_dim, head_dim)
-        self.Wlst = nn.Parameter(torch.empty(shape))
-        self.blst = nn.Parameter(torch.empty(shape))
-        self.pwlst = nn.Parameter(torch.empty(shape))
-        self.alst = nn.Parameter(torch.empty(shape))
-        self.balst = nn.Parameter(torch.empty(shape))
-
-    def forward(self, a: torch.Tensor) -> PlgaState:
-        return power_law_graph(a, self.Wlst, self.blst, self.pwlst, self.alst, self.balst)
-
-    def power_law_of(self, a_lm: torch.Tensor) -> torch.Tensor:
-        """A_P of a given A_LM with this layer's P (a fixed G's buffer does not store A_P)."""
-        return power_law(a_lm, self.pwlst)
+    a = layer_norm_fp32(layer_norm, a0)
+    if fused and run_units is None and is_plain(units):
+        return fused_units(a.reshape(-1, a.shape[-1]), units, recompute).view(a.shape)
+    return metric_learner_modules(a, units, recompute=recompute, run_units=run_units)
 
 
 class PldrllmAttention(nn.Module):
@@ -741,7 +327,7 @@ class PldrllmAttention(nn.Module):
         state = state.map(lambda t: t.view(batch, k, heads, d, d))
         if dag is not None:
             # slots past a shorter row's last sequence dropped
-            state = state._replace(dag=dag.view(batch, k, 3)[_present_segments(segments, k)])
+            state = state._replace(dag=dag.view(batch, k, 3)[present_segments(segments, k)])
         return state
 
     def _compiled_units(self):
@@ -1022,7 +608,7 @@ class PldrllmModel(PldrllmPreTrainedModel):
             inputs_embeds = self.embedding(input_ids)
         batch, seq_len = inputs_embeds.shape[:2]
 
-        # padding and packing (issue 13): pads stay out of the Gram matrix, positions follow the mask, and sequences
+        # padding and packing: pads stay out of the Gram matrix, positions follow the mask, and sequences
         # packed into one row (positions restarting at 0, no mask) get their own Gram matrix and attention block
         pad_aware = not cfg.reference_padding and not fixed
         if attention_mask is None and input_ids is not None and past_len == 0 and not compiling:
@@ -1055,7 +641,7 @@ class PldrllmModel(PldrllmPreTrainedModel):
             position_ids = position_ids[None]
         position_ids = position_ids.expand(batch, -1)
 
-        # not in place: the released code scales its input tensor in place (spec §12.8)
+        # not in place: the released HF port's in-place `*= sqrt(D)` also scaled the tensor returned as hidden_states[0]
         hidden_states = inputs_embeds * math.sqrt(cfg.hidden_size)
         all_hidden_states = (hidden_states,) if output_hidden_states else None
         hidden_states = self.layernorm1(hidden_states)
@@ -1154,122 +740,6 @@ class PldrllmModel(PldrllmPreTrainedModel):
                     f"PldrllmModel: `attention_mask` of shape {tuple(attention_mask.shape)}, expected {expected} "
                     f"(batch, cached {past_len} + new {shape[1]} tokens)"
                 )
-
-
-DEDUCTIVE_TENSORS = ("A", "A_LM", "A_P", "G_LM")
-
-
-# room that the default calibration inputs leave for the 16-token greedy continuation of `plldr_hf.diagnostics`
-CALIBRATION_ROOM = 16
-
-
-def default_calibration(config: PldrllmConfig) -> list[list[int]]:
-    """The calibration inputs of `collapse()`, `plldr_hf.diagnostics.diagnose` and the training report: the empty
-    prompt `[eos]` of the v510Gi recipe (the value frozen, as the reference of the measurement) plus seeded random
-    sequences of 8–96 tokens that leave `CALIBRATION_ROOM` positions for a continuation."""
-    generator = torch.Generator().manual_seed(0)
-    low = min(6, config.vocab_size - 1)
-    longest = max(1, config.max_position_embeddings - CALIBRATION_ROOM)
-    sequences = [[config.eos_token_id if config.eos_token_id is not None else low]]
-    for n in (8, 16, 24, 32, 48, 64, 96):
-        if n <= longest:
-            sequences.append(torch.randint(low, config.vocab_size, (n,), generator=generator).tolist())
-    return sequences
-
-
-def calibration_ids(config: PldrllmConfig, calibration, tokenizer=None, owner: str = "collapse()") -> list[list[int]]:
-    """The calibration inputs of `collapse()` and `plldr_hf.diagnostics.diagnose` as lists of ids (empty ones
-    dropped): None → `default_calibration(config)`; texts (with `tokenizer`, no special tokens); a 2D id tensor, one
-    sequence per row; or lists of ids."""
-    if calibration is None:
-        sequences = default_calibration(config)
-    elif isinstance(calibration, str) or (
-        isinstance(calibration, (list, tuple)) and calibration and isinstance(calibration[0], str)
-    ):
-        if tokenizer is None:
-            raise ValueError(f"{owner}: calibration texts need a `tokenizer`")
-        texts = [calibration] if isinstance(calibration, str) else list(calibration)
-        sequences = [tokenizer(text, add_special_tokens=False)["input_ids"] for text in texts]
-    elif isinstance(calibration, torch.Tensor):
-        if calibration.dim() != 2:
-            raise ValueError(f"{owner}: calibration ids must be 2D (N, S), got shape {tuple(calibration.shape)}")
-        sequences = calibration.tolist()
-    else:
-        sequences = [list(ids) for ids in calibration]
-    return [list(seq) for seq in sequences if len(seq) > 0]
-
-
-def order_parameter_soc(samples: torch.Tensor, reference: torch.Tensor) -> float:
-    """SOC-paper order parameter RMSE(x − x_ref) / |mean(x_ref)|, pooled over every value given (float64).
-
-    0 for an input-invariant tensor; published values run from 0 (SOC-110M-5) to ~10² (sub-critical models).
-    """
-    rmse = (samples.double() - reference.double()).pow(2).mean().sqrt()
-    if rmse == 0:
-        return 0.0
-    return (rmse / reference.double().mean().abs()).item()
-
-
-def order_parameter_rms(x1: torch.Tensor, x2: torch.Tensor) -> float:
-    """Audit order parameter RMS(x1 − x2) / ½(RMS(x1) + RMS(x2)) (float64); bounded by 2, not comparable with
-    the SOC definition."""
-    diff = (x1.double() - x2.double()).pow(2).mean().sqrt()
-    if diff == 0:
-        return 0.0
-    scale = 0.5 * (x1.double().pow(2).mean().sqrt() + x2.double().pow(2).mean().sqrt())
-    return (diff / scale).item()
-
-
-@dataclass
-class PldrllmCollapseReport:
-    """What `collapse()` measured on its calibration inputs (each input run alone, unpadded, no cache).
-
-    `order_parameter[name]`: SOC definition, each input's tensor vs the first input's (the frozen value), pooled
-    over the model.
-    `order_parameter_rms[name]`: audit definition, max over input pairs and layers. `per_layer*`: the same per
-    layer. `max_abs_logit_diff` / `argmax_agreement`: collapsed vs uncollapsed logits on the calibration inputs
-    (None when the model was not collapsed).
-    """
-
-    num_calibration: int
-    tolerance: float
-    forced: bool
-    order_parameter: dict
-    order_parameter_rms: dict
-    per_layer: dict
-    per_layer_rms: dict
-    max_abs_logit_diff: float | None = None
-    argmax_agreement: float | None = None
-
-    @property
-    def invariant(self) -> bool:
-        """True when G_LM varies less than the tolerance (SOC definition)."""
-        return self.order_parameter["G_LM"] <= self.tolerance
-
-    def to_dict(self) -> dict:
-        return {**asdict(self), "invariant": self.invariant}
-
-    def __str__(self) -> str:
-        lines = [
-            f"collapse report: {self.num_calibration} calibration inputs, tolerance {self.tolerance:g} on G_LM "
-            f"(SOC order parameter), invariant: {self.invariant}" + (" (forced)" if self.forced else ""),
-            "",
-            "| tensor | order parameter (SOC: RMSE / abs(mean), across inputs) | symmetric RMS (max) "
-            "| per layer (SOC) |",
-            "|---|---|---|---|",
-        ]
-        for name in DEDUCTIVE_TENSORS:
-            per_layer = ", ".join(f"{v:.3g}" for v in self.per_layer[name])
-            lines.append(
-                f"| {name} | {self.order_parameter[name]:.3g} | {self.order_parameter_rms[name]:.3g} | {per_layer} |"
-            )
-        if self.max_abs_logit_diff is not None:
-            lines += [
-                "",
-                f"collapsed vs uncollapsed logits: max |Δlogit| {self.max_abs_logit_diff:.3g}, "
-                f"argmax agreement {100 * self.argmax_agreement:.2f}%",
-            ]
-        return "\n".join(lines)
 
 
 class PldrllmForCausalLM(PldrllmPreTrainedModel, GenerationMixin):
@@ -1371,7 +841,7 @@ class PldrllmForCausalLM(PldrllmPreTrainedModel, GenerationMixin):
                 else:
                     # Trainer sums micro-batch losses (gradient accumulation) and scales by the world size (DDP);
                     # weighting each sequence by its share of the batch's label tokens, like the CE, keeps the DAG
-                    # gradient independent of how the batch is split (hf_integration.md §10.2)
+                    # gradient independent of how the batch is split
                     if shift_labels is not None:
                         targets = shift_labels
                     else:
@@ -1381,7 +851,7 @@ class PldrllmForCausalLM(PldrllmPreTrainedModel, GenerationMixin):
                         # a packed batch: count each packed sequence's label tokens
                         segments, count = packed_segment_ids(position_ids.expand(counted.shape[0], -1))
                         member = F.one_hot(segments, count) * counted[..., None]  # (B, S, K)
-                        tokens = member.sum(1)[_present_segments(segments, count)]
+                        tokens = member.sum(1)[present_segments(segments, count)]
                     else:
                         tokens = counted.sum(-1)
                     dag_term = (per_sequence * tokens.to(per_sequence.dtype)).sum() / num_items_in_batch
@@ -1399,7 +869,6 @@ class PldrllmForCausalLM(PldrllmPreTrainedModel, GenerationMixin):
         )
         return output if return_dict else output.to_tuple()
 
-    @torch.no_grad()
     def collapse(
         self,
         calibration=None,
@@ -1407,7 +876,7 @@ class PldrllmForCausalLM(PldrllmPreTrainedModel, GenerationMixin):
         force: bool = False,
         tokenizer=None,
     ) -> PldrllmCollapseReport:
-        """Freeze one constant G per layer and head after measuring that G is input-invariant (spec §9.5).
+        """Freeze one constant G per layer and head after measuring that G is input-invariant (`collapse.py`).
 
         Runs the model on calibration inputs (None: a built-in set of seeded random sequences plus the empty prompt
         `[eos]` of the v510Gi recipe; a 2D id tensor or lists of ids, one sequence per row; or texts with
@@ -1417,49 +886,7 @@ class PldrllmForCausalLM(PldrllmPreTrainedModel, GenerationMixin):
         is set, and attention runs as SDPA with q' = q_rot·G: no Gram matrix, metric learner or power-law step.
         Merge LoRA adapters first.
         """
-        cfg = self.config
-        if cfg.custom_G_type is not None:
-            raise ValueError(f"collapse(): this model already has a fixed G (custom_G_type={cfg.custom_G_type!r})")
-        if cfg.collapsed:
-            raise ValueError("collapse(): the model is already collapsed; call uncollapse() first")
-        if any(hasattr(module, "base_layer") for module in self.modules()):
-            raise ValueError("collapse(): the model carries PEFT adapters; call merge_and_unload() before collapse()")
-        sequences = self._calibration_sequences(calibration, tokenizer)
-        was_training = self.training
-        self.eval()
-        try:
-            per_input, reference_logits = [], []
-            for ids in sequences:
-                out = self(ids, use_cache=False, output_pldr_attentions=True)
-                # (L, H, d, d) per tensor type for this input
-                per_input.append([torch.stack([layer[i][0] for layer in out.pldr_attentions]) for i in range(4)])
-                reference_logits.append(out.logits)
-            report = self._measure_invariance(per_input, tolerance, force)
-            if not report.invariant and not force:
-                raise ValueError(
-                    f"collapse() refused: G_LM is not input-invariant on {len(sequences)} calibration inputs; "
-                    f"order parameter (SOC: RMSE/|mean| across inputs): "
-                    + ", ".join(f"{k} {v:.3g}" for k, v in report.order_parameter.items())
-                    + "; symmetric RMS: "
-                    + ", ".join(f"{k} {v:.3g}" for k, v in report.order_parameter_rms.items())
-                    + f". Tolerance on G_LM: {tolerance:g}. Pass force=True to collapse anyway (an approximation)."
-                )
-            # the first input's state per layer, (H, d, d) each
-            reference = per_input[0]
-            self.decoder.freeze_g(
-                [PlgaState(*(reference[i][layer] for i in range(4))) for layer in range(cfg.num_hidden_layers)]
-            )
-            cfg.collapsed = True
-            max_diff, agree, total = 0.0, 0, 0
-            for ids, ref in zip(sequences, reference_logits):
-                logits = self(ids, use_cache=False).logits
-                max_diff = max(max_diff, (logits.float() - ref.float()).abs().max().item())
-                agree += (logits.argmax(-1) == ref.argmax(-1)).sum().item()
-                total += ids.numel()
-            report.max_abs_logit_diff, report.argmax_agreement = max_diff, agree / total
-        finally:
-            self.train(was_training)
-        return report
+        return collapse_model(self, calibration, tolerance=tolerance, force=force, tokenizer=tokenizer)
 
     def uncollapse(self) -> "PldrllmForCausalLM":
         """Drop the frozen G and run the metric learner again (the learned weights were never changed)."""
@@ -1484,49 +911,6 @@ class PldrllmForCausalLM(PldrllmPreTrainedModel, GenerationMixin):
         fixed.load_state_dict({k: state[k] for k in fixed.state_dict()}, strict=True, assign=True)
         fixed.generation_config = copy.deepcopy(self.generation_config)
         return fixed.train(self.training)
-
-    def _calibration_sequences(self, calibration, tokenizer) -> list[torch.Tensor]:
-        cfg = self.config
-        device = self.decoder.embedding.weight.device
-        sequences = calibration_ids(cfg, calibration, tokenizer, "collapse()")
-        if len(sequences) < 2:
-            raise ValueError(f"collapse(): need at least 2 non-empty calibration inputs, got {len(sequences)}")
-        too_long = [len(seq) for seq in sequences if len(seq) > cfg.max_position_embeddings]
-        if too_long:
-            raise ValueError(
-                f"collapse(): calibration inputs of length {too_long} exceed max_position_embeddings="
-                f"{cfg.max_position_embeddings}"
-            )
-        return [torch.tensor([seq], dtype=torch.long, device=device) for seq in sequences]
-
-    @staticmethod
-    def _measure_invariance(per_input: list, tolerance: float, force: bool) -> PldrllmCollapseReport:
-        order, order_rms, per_layer, per_layer_rms = {}, {}, {}, {}
-        for i, name in enumerate(DEDUCTIVE_TENSORS):
-            samples = torch.stack([sample[i] for sample in per_input])  # (N, L, H, d, d)
-            # the first input is the reference and the value frozen (the empty prompt [eos] by default, as in the
-            # v510Gi recipe), so an invariant model collapses bit-exactly
-            reference = samples[:1]
-            num_layers = samples.shape[1]
-            order[name] = order_parameter_soc(samples, reference)
-            per_layer[name] = [
-                order_parameter_soc(samples[:, layer], reference[:, layer]) for layer in range(num_layers)
-            ]
-            pairs = [(a, b) for a in range(len(per_input)) for b in range(a + 1, len(per_input))]
-            per_layer_rms[name] = [
-                max(order_parameter_rms(samples[a, layer], samples[b, layer]) for a, b in pairs)
-                for layer in range(num_layers)
-            ]
-            order_rms[name] = max(per_layer_rms[name])
-        return PldrllmCollapseReport(
-            num_calibration=len(per_input),
-            tolerance=tolerance,
-            forced=force,
-            order_parameter=order,
-            order_parameter_rms=order_rms,
-            per_layer=per_layer,
-            per_layer_rms=per_layer_rms,
-        )
 
 
 @dataclass
@@ -1709,9 +1093,4 @@ __all__ = [
     "PldrllmForQuestionAnswering",
     "PldrllmCacheLayer",
     "PldrllmCollapseReport",
-    "dag_loss",
-    "dag_values",
-    "order_parameter_soc",
-    "default_calibration",
-    "order_parameter_rms",
 ]

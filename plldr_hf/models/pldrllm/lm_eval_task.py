@@ -1,8 +1,9 @@
-"""Local, offline tasks for lm-evaluation-harness (`lm_eval`), built from the embedded corpora.
+"""Local, offline tasks for lm-evaluation-harness (`lm_eval`), built from plain-text documents.
 
-`write_continuation_task(folder)` writes a multiple-choice task in lm-eval's YAML format with its data next to it:
-each question is the first half of a line from the embedded Shakespeare validation plays, the choices are its
-true second half and three second halves of other lines. Run it with
+`write_continuation_task(folder, documents)` writes a multiple-choice task in lm-eval's YAML format with its data
+next to it: each question is the first half of a line of the documents (`plldr-hf lm-eval-task FOLDER` uses the
+embedded Shakespeare validation plays), the choices are its true second half and three second halves of other
+lines. Run it with
 
     lm_eval --model hf --model_args pretrained=MODEL_DIR,trust_remote_code=True --include_path FOLDER \\
         --tasks plldr_continuation --device cpu --batch_size 16
@@ -24,11 +25,9 @@ TASK_NAME = "plldr_continuation"
 __all__ = ["TASK_NAME", "write_continuation_task"]
 
 
-def _line_pairs() -> list[tuple[str, str]]:
-    from plldr_hf.training.corpus import load_text_corpus
-
+def _line_pairs(documents) -> list[tuple[str, str]]:
     pairs = []
-    for document in load_text_corpus()["validation"]["text"]:
+    for document in documents:
         for line in document.splitlines():
             words = line.split()
             if 8 <= len(words) <= 16:
@@ -37,12 +36,15 @@ def _line_pairs() -> list[tuple[str, str]]:
     return pairs
 
 
-def write_continuation_task(folder: str | os.PathLike, num_questions: int = 200, seed: int = 0) -> str:
-    """Write the task YAML and its JSON-lines data into `folder`; returns the task name."""
+def write_continuation_task(folder: str | os.PathLike, documents, num_questions: int = 200, seed: int = 0) -> str:
+    """Write the task YAML and its JSON-lines data into `folder`, with questions from the lines of 8–16 words of
+    `documents` (texts); returns the task name."""
     folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
     rng = random.Random(seed)
-    pairs = _line_pairs()
+    pairs = _line_pairs(documents)
+    if len(pairs) < 4:
+        raise ValueError(f"the documents have {len(pairs)} lines of 8-16 words; a task needs at least 4")
+    folder.mkdir(parents=True, exist_ok=True)
     chosen = rng.sample(range(len(pairs)), min(num_questions, len(pairs)))
     rows = []
     for index in chosen:

@@ -57,13 +57,13 @@ from pathlib import Path
 
 import torch
 
-from plldr_hf.models.pldrllm.modeling_pldrllm import (
+from plldr_hf.models.pldrllm.collapse import (
     DEDUCTIVE_TENSORS,
     calibration_ids,
-    dag_loss,
     order_parameter_rms,
     order_parameter_soc,
 )
+from plldr_hf.models.pldrllm.dag import dag_loss
 
 
 FP32_EPS = torch.finfo(torch.float32).eps
@@ -316,22 +316,6 @@ class DiagnosticsReport:
 
     def __str__(self) -> str:
         return self.format_table()
-
-    def save(self, output_dir) -> dict[str, Path]:
-        """Write `diagnostics.json`, `order_parameter.png` and `singular_values_A.png` into `output_dir`."""
-        output_dir = Path(output_dir)
-        output_dir.mkdir(parents=True, exist_ok=True)
-        paths = {
-            "json": output_dir / "diagnostics.json",
-            "order_parameter": output_dir / "order_parameter.png",
-            "singular_values": output_dir / "singular_values_A.png",
-        }
-        from plldr_hf.plots import plot_order_parameters, plot_singular_values
-
-        self.to_json(paths["json"])
-        plot_order_parameters(self, paths["order_parameter"])
-        plot_singular_values(self, paths["singular_values"])
-        return paths
 
 
 def _clean(value):

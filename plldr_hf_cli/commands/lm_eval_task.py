@@ -1,0 +1,38 @@
+"""`plldr-hf lm-eval-task OUT_DIR`: write the offline multiple-choice lm-evaluation-harness task."""
+
+from plldr_hf_cli.arguments import positive_int
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "lm-eval-task",
+        help="write an offline lm-evaluation-harness task (Shakespeare line continuations)",
+        description=(
+            "Write plldr_continuation.yaml and its data into OUT_DIR: each question is the first half of a line of "
+            "the validation texts, the choices its true second half and three others. Run it with lm_eval "
+            "--include_path OUT_DIR --tasks plldr_continuation."
+        ),
+    )
+    parser.add_argument("output_dir", metavar="OUT_DIR", help="folder for the task YAML and its data")
+    parser.add_argument(
+        "--dataset", nargs="+", help="text files or a dataset name, as for plldr-hf train [the embedded Shakespeare]"
+    )
+    parser.add_argument("--num-questions", type=positive_int, default=200, help="[%(default)s]")
+    parser.add_argument("--seed", type=int, default=0, help="[%(default)s]")
+    parser.set_defaults(func=run)
+
+
+def run(args) -> int:
+    import sys
+
+    from plldr_hf.models.pldrllm.lm_eval_task import write_continuation_task
+    from plldr_hf.training.corpus import load_text_corpus
+
+    try:
+        documents = load_text_corpus(args.dataset)["validation"]["text"]
+        task = write_continuation_task(args.output_dir, documents, args.num_questions, args.seed)
+    except (OSError, ValueError) as error:
+        print(f"plldr-hf lm-eval-task: error: {error}", file=sys.stderr)
+        return 2
+    print(f"wrote task {task} to {args.output_dir}")
+    return 0

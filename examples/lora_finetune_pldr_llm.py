@@ -137,7 +137,7 @@ def main(argv=None) -> int:
     weights = parse_dag_weights(args.dag_weights)
     peft_model = get_peft_model(model, lora_config(model.config, args.r, args.alpha, not args.no_plga, args.ffn))
     peft_model.print_trainable_parameters()
-    # the HF fine-tuning recipe of the v52-81M-FT cards (pldr_llm.md §7.5): warm-up 20, norm clipping 1.0,
+    # the HF fine-tuning recipe of the v52-81M-FT cards (model cards of fromthesky/PLDR-LLM-v52-81M-FT-*): warm-up 20, norm clipping 1.0,
     # cosine to 1 % of the peak; no weight decay on the adapters
     training_args = reference_training_arguments(
         str(out / "trainer"),
@@ -168,7 +168,7 @@ def main(argv=None) -> int:
     report["after"] = perplexity_from_metrics(trainer.evaluate())
     peft_model.save_pretrained(out / "adapter")
 
-    # merge first: collapse() reads the PLGA tensors directly and would miss an adapter (hf_integration.md §13)
+    # merge first: collapse() refuses a model that carries PEFT adapters
     merged = peft_model.merge_and_unload()
     merged.config.use_cache = True
     merged.save_pretrained(out / "merged")

@@ -49,7 +49,7 @@ def main(argv=None) -> int:
         limits = dict(size=args.size, vocab_size=8000, max_eval_samples=500, num_beams=4)
         batch = 32
 
-    # 1. the recipe (agf.md §4): inverse-sqrt schedule, Adam β2 0.98, TensorBoard, bf16 on capable GPUs
+    # 1. the recipe (Transformer-base, arXiv 1706.03762 §5): inverse-sqrt schedule, Adam β2 0.98, TensorBoard, bf16 on capable GPUs
     training_args = translation_training_arguments(output_dir, per_device_train_batch_size=batch, **steps)
 
     # 2. data + tokenizer + Seq2SeqTrainer + test-set scores (in-domain "test" and out-of-domain "gnome")

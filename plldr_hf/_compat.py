@@ -1,4 +1,5 @@
-"""Version shims for package-only code (training, evaluation, CLI). Model files never import this module."""
+"""Version shims for package-only code (registration, training, evaluation, CLI). The remote-code files
+(`configuration_*`, `modeling_*` and their siblings) never import this module; they carry their own shims."""
 
 from transformers import AutoModelForSeq2SeqLM
 from transformers import pipelines as hf_pipelines

@@ -4,10 +4,10 @@ perplexity of a causal LM.
 - BLEU and chrF are sacrebleu's own corpus scores with its default settings (BLEU: 13a tokenisation, mixed case,
   exponential smoothing; chrF: character 6-grams, beta 2), computed on detokenised text. Every score carries
   sacrebleu's signature string, which is what makes a number comparable with published ones; print it with the
-  score. `evaluate.load("sacrebleu")` needs the network (`hf_integration.md` §16), so sacrebleu is called directly;
+  score. `evaluate.load("sacrebleu")` fetches its script from the Hub, so sacrebleu is called directly;
   `plldr_hf/metrics/translation_scores/` wraps the same functions as a local `evaluate` module.
 - Token accuracy is the fraction of non-ignored target tokens (labels != -100, EOS included, padding excluded) whose
-  teacher-forced argmax prediction equals the label — the "accuracy" of the AGF paper as read in `agf.md` §4.
+  teacher-forced argmax prediction equals the label — the "accuracy" the AGF paper reports (arXiv 2603.04805).
 - Perplexity is exp of the token-weighted mean cross-entropy: `perplexity` scores packed blocks
   (`plldr-hf evaluate`), `perplexity_from_metrics` reads it from Trainer's evaluation loss (the training reports).
 """

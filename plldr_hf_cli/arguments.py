@@ -1,4 +1,4 @@
-"""Argument types and checks shared by the commands: a mistake is one line naming the flag and the fix (issue 15).
+"""Argument types and checks shared by the commands: a mistake is one line naming the flag and the fix.
 
 Nothing here imports torch, transformers or `plldr_hf`: the parser is built without them.
 """

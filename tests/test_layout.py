@@ -16,7 +16,9 @@ FAMILY_SIDE_ALLOWED = ("plldr_hf.models", "plldr_hf._compat", "plldr_hf.plots")
 
 
 def import_nodes(path: Path):
-    return [n for n in ast.walk(ast.parse(path.read_text(encoding="utf-8"))) if isinstance(n, ast.Import | ast.ImportFrom)]
+    return [
+        n for n in ast.walk(ast.parse(path.read_text(encoding="utf-8"))) if isinstance(n, ast.Import | ast.ImportFrom)
+    ]
 
 
 def module_name(path: Path) -> str:

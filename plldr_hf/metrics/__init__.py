@@ -1,6 +1,6 @@
 """Local `evaluate` metric modules, loadable offline with `evaluate.load(path)`.
 
-`evaluate.load("sacrebleu")` fetches a script from the Hub (`hf_integration.md` §16); the folders here are the offline
+`evaluate.load("sacrebleu")` fetches a script from the Hub; the folders here are the offline
 equivalent. Each folder holds one `evaluate.Metric` script named after the folder, as `evaluate.load` expects.
 """
 

@@ -3,7 +3,7 @@
 The DAG regulariser itself is computed by the model's forward (`PldrllmForCausalLM`, weights in the config fields
 `dag_weight_a_lm`, `dag_weight_a_p`, `dag_weight_g_lm`); callbacks only set those weights and measure. A callback
 cannot put values into `state.log_history` or the reporting integrations (they run before user callbacks,
-`hf_integration.md` §11.1), so the logging of the DAG components is done by `plldr_hf.training.trainer.PldrTrainer`.
+its `on_log` cannot add values to the log), so the logging of the DAG components is done by `plldr_hf.training.trainer.PldrTrainer`.
 """
 
 from __future__ import annotations
@@ -136,7 +136,7 @@ class DagLossCallback(TrainerCallback):
 
 class ClipGradValueCallback(TrainerCallback):
     """Clips every gradient entry to [−clip_value, clip_value] before the optimizer step (the reference recipe,
-    `pldr_llm.md` §7.2). Trainer's own `max_grad_norm` clips by norm; set it to 0 when using this.
+    the reference code, github.com/burcgokden/PLDR-LLM-Self-Organized-Criticality). Trainer's own `max_grad_norm` clips by norm; set it to 0 when using this.
 
     Runs after gradient accumulation and the DDP all-reduce; refuses fp16 (GradScaler-scaled gradients) and
     DeepSpeed (gradients not in `.grad`).

@@ -163,7 +163,7 @@ def order_parameters(model, calibration=None, new_tokens: int = 16) -> dict | No
 
     `"across_inputs"` (the headline number, and what `collapse()` tests): the SOC statistic RMSE(x − x_ref)/|mean
     (x_ref)| between the calibration inputs, x_ref the first one; `"soc"`: the same statistic between each prompt and
-    the prompt plus `new_tokens` greedy tokens (`pldr_llm.md` §10.1). `calibration` None: the default calibration of
+    the prompt plus `new_tokens` greedy tokens (the SOC definition of arXiv 2603.23539). `calibration` None: the default calibration of
     `collapse()` and `plldr-hf diagnose` (`default_calibration`), so the three report the same number for one model.
     ≈ 0 means input-invariant (near-critical); order 1 and above, sub-critical. None for models without a learned G
     (the Llama baseline, a fixed-G or collapsed PLDR-LLM).

@@ -4,7 +4,7 @@ PLDR-LLM:
 
 - `SIZES` / `pldrllm_config` (named sizes `tiny`, `mini`, `small`, `110m`), `llama_config_like` (the baseline of
   the same width and depth);
-- `reference_training_arguments` — the reference recipe (`pldr_llm.md` §7.2): AdamW (0.9, 0.95), eps 1e-5, weight
+- `reference_training_arguments` — the reference recipe (github.com/burcgokden/PLDR-LLM-Self-Organized-Criticality; arXiv 2603.23539): AdamW (0.9, 0.95), eps 1e-5, weight
   decay 0.1 on every parameter, clipping by value 1.0, linear warm-up then cosine to 10 % of the peak through the
   stock `cosine_with_min_lr` scheduler, bf16 where the GPU supports it.
 
@@ -13,7 +13,7 @@ AGF translation Transformer:
 - `MODEL_SIZES` / `build_agf_config` (sizes `tiny`, `small`, `base`), `POSITION_VARIANTS` (the named position
   encodings of the paper's comparison);
 - `translation_training_arguments` — Adam (β₂ 0.98, ε 1e-9), inverse-square-root decay after a linear warm-up
-  (agf.md §4).
+  (Vaswani et al., arXiv 1706.03762, §5).
 
 Shared: `bf16_available`, `seconds_per_step` (the one definition of s/step every report uses).
 """
@@ -98,7 +98,7 @@ SIZES = {
         "vocab_size": 4096,
         "learning_rate": 1e-3,
     },
-    # the released 110M v51 architecture (pldr_llm.md §4.1); vocabulary from the tokenizer
+    # the released 110M v51 architecture (the released `config.json` of fromthesky/PLDR-LLM-v51-110M-1); vocabulary from the tokenizer
     "110m": {
         "model": dict(
             hidden_size=896,
@@ -118,7 +118,7 @@ SIZES = {
 }
 
 
-# named model sizes; "base" is the spec's proposed Transformer-base at depth 3 (agf.md §4), the others are for CPU
+# named model sizes; "base" is Transformer-base (arXiv 1706.03762) at the AGF paper's depth 3, the others are for CPU
 MODEL_SIZES: dict[str, dict[str, Any]] = {
     "tiny": dict(d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
                  decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64),
@@ -166,7 +166,7 @@ def pldrllm_config(
     dag_loss_form: str = "log_ratio",
     **overrides,
 ):
-    """`PldrllmConfig` of a named size (`tiny`, `small`, `110m`) with the vocabulary of the tokenizer.
+    """`PldrllmConfig` of a named size (a key of `SIZES`) with the vocabulary of the tokenizer.
 
     Example:
         >>> pldrllm_config("tiny", 1024).hidden_size
@@ -238,7 +238,7 @@ def reference_training_arguments(
     seed: int = 0,
     **overrides,
 ):
-    """`TrainingArguments` with the reference recipe (`pldr_llm.md` §7.2) as defaults.
+    """`TrainingArguments` with the reference recipe (github.com/burcgokden/PLDR-LLM-Self-Organized-Criticality; arXiv 2603.23539) as defaults.
 
     AdamW β = (0.9, 0.95), eps 1e-5, weight decay 0.1 (apply it to every parameter with
     `PldrTrainer(decay_all_parameters=True)`), linear warm-up to `learning_rate` then cosine decay to 10 % of it
@@ -289,7 +289,7 @@ def reference_training_arguments(
         dataloader_pin_memory=torch.cuda.is_available(),
     )
     if not torch.cuda.is_available() and int(os.environ.get("WORLD_SIZE", "1")) > 1:
-        # multi-process CPU DDP (torchrun) needs both, otherwise every process trains alone (hf_integration.md §12)
+        # multi-process CPU DDP (torchrun) needs both, otherwise every process trains alone (accelerate reads both from the launcher's environment)
         kwargs.update(use_cpu=True, ddp_backend="gloo")
     kwargs.update(overrides)
     return TrainingArguments(**kwargs)

@@ -5,14 +5,14 @@ tokenizer (saved in the output folder, and with every checkpoint) → tokenise �
 `AgfForConditionalGeneration` of a named size and position encoding → `TranslationTrainer.train` → save model,
 tokenizer and generation config together → score the test sets with `evaluate_translation`.
 
-Recipe (agf.md §4, proposed): Adam (β₂ 0.98, ε 1e-9), inverse-square-root schedule after a linear warm-up, label
+Recipe (Transformer-base, Vaswani et al., arXiv 1706.03762, §5.3–5.4): Adam (β₂ 0.98, ε 1e-9), inverse-square-root schedule after a linear warm-up, label
 smoothing 0.1 computed in the model's forward (the model consumes `num_items_in_batch`, so gradient accumulation and
-DDP stay exact; `hf_integration.md` §10.2), greedy decoding during training evaluation and beam search for the final
+DDP stay exact), greedy decoding during training evaluation and beam search for the final
 scores.
 
 Metrics, on every evaluation:
 
-- `accuracy`: teacher-forced token accuracy over non-pad target tokens (the paper's "accuracy", agf.md §4);
+- `accuracy`: teacher-forced token accuracy over non-pad target tokens (the "accuracy" of arXiv 2603.04805);
 - `bleu`, `chrf`: detokenised sacrebleu corpus scores of generated translations (`plldr_hf.evaluation`). During
   training the references are the decoded (truncated) label ids; `evaluate_translation` scores against the raw
   reference strings and reports sacrebleu's signatures.
@@ -388,7 +388,7 @@ def train_translation(
         bucket_by_length=bucket_by_length,
     )
     train_output = trainer.train(resume_from_checkpoint=resume_from_checkpoint)
-    # Trainer wrote use_cache=False into the config for training (hf_integration.md §11.2)
+    # Trainer wrote use_cache=False into the config for training (gradient checkpointing turns the cache off)
     model.config.use_cache = True
     trainer.save_model()
     trainer.log_metrics("train", train_output.metrics)

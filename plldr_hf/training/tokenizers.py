@@ -1,7 +1,7 @@
 """Tokenizer training for both families.
 
 - `train_sentencepiece_tokenizer` (PLDR-LLM) — a SentencePiece unigram model with byte fallback and the released
-  special ids (`[PAD]` 0, `[UNK]` 1, `[START]` 2, `[END]` 3, `[SEP]` 4, `[CLS]` 5, bytes from 6; `pldr_llm.md` §6),
+  special ids (`[PAD]` 0, `[UNK]` 1, `[START]` 2, `[END]` 3, `[SEP]` 4, `[CLS]` 5, bytes from 6; the released PLDR-LLM tokenizer),
   returned as a `PldrllmTokenizer` that encodes exactly like SentencePiece.
 - `train_joint_tokenizer` (AGF) — one subword vocabulary (BPE or unigram, `tokenizers`) for both languages, returned
   as a `PreTrainedTokenizerFast` with `<pad>`, `<s>`, `</s>`, `<unk>`; it appends `</s>` to every sequence.
@@ -84,7 +84,7 @@ def train_sentencepiece_tokenizer(
 
     Unigram, `byte_fallback=True`, `split_digits=True`, `nmt_nfkc` normalisation, dummy prefix, cased; special ids
     `[PAD]` 0, `[UNK]` 1, `[START]` 2, `[END]` 3, user symbols `[SEP]` 4, `[CLS]` 5, byte pieces from 6
-    (`pldr_llm.md` §6). The vocabulary is a soft limit: a small corpus gets fewer pieces. The SentencePiece model is
+    (the released PLDR-LLM tokenizer's settings). The vocabulary is a soft limit: a small corpus gets fewer pieces. The SentencePiece model is
     converted to a `tokenizers` unigram pipeline (precompiled `nmt_nfkc` charsmap, `▁` metaspace, byte fallback),
     so the returned `PreTrainedTokenizerFast` encodes like SentencePiece; the original model is kept in
     `tokenizer.sp_model_proto` and written next to it as `tokenizer.model` by `save_pretrained`.

@@ -1,6 +1,6 @@
 """`PldrTrainer`: a `transformers.Trainer` that logs the model's auxiliary losses and keeps `use_cache` on save.
 
-What it adds to the stock Trainer (`hf_integration.md` §10–§11):
+What it adds to the stock Trainer:
 
 - **Logging.** PLDR-LLM returns the cross-entropy `lm_loss` and the unweighted DAG values `dag_losses`
   (A_LM, A_P, G_LM) next to `loss`. They are accumulated over the micro-batches and processes exactly like the
@@ -11,7 +11,7 @@ What it adds to the stock Trainer (`hf_integration.md` §10–§11):
 - **`use_cache`.** Trainer writes `config.use_cache = args.use_cache` (False by default) into every saved
   config; the value the model had before is restored for saving (the released PLDR-LLM config has `true`).
 - **Weight decay on every parameter** (`decay_all_parameters=True`), as in the reference recipe
-  (`pldr_llm.md` §7.2); the stock Trainer exempts biases and LayerNorm weights.
+  (the reference code, github.com/burcgokden/PLDR-LLM-Self-Organized-Criticality); the stock Trainer exempts biases and LayerNorm weights.
 
 The gradient scaling of the DAG term under gradient accumulation and DDP is done by the model (token fraction with
 `num_items_in_batch`), not here; any Trainer trains PLDR-LLM correctly, this one only reports more.

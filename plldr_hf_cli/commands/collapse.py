@@ -6,8 +6,8 @@ def register(subparsers) -> None:
         "collapse",
         help="freeze G of an input-invariant PLDR-LLM and save the collapsed model",
         description=(
-            "Measure whether G_LM is input-invariant on calibration inputs (SOC order parameter, spec pldr_llm.md "
-            "§10.1), refuse with the numbers when it is not (unless --force), then freeze one G per layer and head "
+            "Measure whether G_LM is input-invariant on calibration inputs (SOC order parameter of "
+            "arXiv 2603.23539), refuse with the numbers when it is not (unless --force), then freeze one G per layer and head "
             "and save the collapsed model: attention runs as SDPA with q' = q_rot·G, without the metric learner. "
             "With --drop-metric-learner the model is saved in the released fixed-G format "
             "(custom_G_type='external'), which is smaller but cannot be uncollapsed or trained further."

@@ -1,7 +1,8 @@
 """Configuration of the AGF / PCM-V translation Transformer (model_type `agf`).
 
 Self-contained for `trust_remote_code`: imports only the standard library and transformers.
-Maths and the source of every default: `shared/spec/agf.md` (§3.8 configuration surface, §4 proposed defaults).
+Maths: arXiv 2603.04805 (AGF, PCM-V) and the baselines' papers named at each option; defaults: Transformer-base
+(Vaswani et al., arXiv 1706.03762) at the AGF paper's depth of 3 layers.
 """
 
 import warnings
@@ -21,8 +22,8 @@ class AgfConfig(PreTrainedConfig):
     one switch, `position_encoding`: the AGF multiplicative power-law coefficient ("Attention's Gravitational Field",
     arXiv:2603.04805) or one of the baselines it is compared with. Module and field names follow Marian/BART.
 
-    Defaults: 3 encoder + 3 decoder layers is the paper's setting [S]; everything else is the spec's proposed
-    Transformer-base recipe at depth 3 (agf.md §3.8, §4) — no paper values are known for it.
+    Defaults: 3 encoder + 3 decoder layers, as the AGF paper's "3-layer Transformer"; everything else is
+    Transformer-base (arXiv 1706.03762) at that depth; the paper's own values are not public.
 
     Args:
         vocab_size (`int`, *optional*):
@@ -53,16 +54,16 @@ class AgfConfig(PreTrainedConfig):
         init_std (`float`, *optional*):
             Standard deviation of the normal init of linear and embedding weights. Default: 0.02.
         scale_embedding (`bool`, *optional*):
-            Multiply token embeddings by sqrt(d_model) (Transformer-base; agf.md §5.5). Default: True.
+            Multiply token embeddings by sqrt(d_model) (Transformer-base, arXiv 1706.03762 §3.4). Default: True.
         max_position_embeddings (`int`, *optional*):
             Longest sequence the model is meant for, for tooling that truncates inputs. None of the position
             encodings has a table of this size: sinusoidal, RoPE and all relative encodings are computed from the
             positions on the fly. Default: 1024.
         label_smoothing (`float`, *optional*):
-            Label smoothing of the cross-entropy computed by `AgfForConditionalGeneration.forward`. The spec's recipe
-            uses 0.1 (agf.md §4); the default keeps the loss plain cross-entropy. Default: 0.0.
+            Label smoothing of the cross-entropy computed by `AgfForConditionalGeneration.forward`. Transformer-base
+            uses 0.1 (arXiv 1706.03762 §5.4); the default keeps the loss plain cross-entropy. Default: 0.0.
         position_encoding (`str`, *optional*):
-            Where attention gets position information from (agf.md §3, §5): `"agf"` (multiplicative coefficient on
+            Where attention gets position information from (arXiv 2603.04805 and the baselines' papers): `"agf"` (multiplicative coefficient on
             the scaled logits, no absolute embeddings), `"sinusoidal"` (vanilla: absolute PE added to the
             embeddings), `"rope"`, `"alibi"`, `"kerple_power"`, `"kerple_log"`, `"t5"` (relative bias buckets, one
             table per stack) or `"none"` (NoPE). Default: `"agf"`.
@@ -83,22 +84,22 @@ class AgfConfig(PreTrainedConfig):
             ε_r in r = softplus(ρ) + ε_r, keeping r away from 0 where ∂c/∂r blows up. Default: 0.05.
         agf_init (`str`, *optional*):
             `"spread"`: r log-spaced in [1, 64] and k log-spaced in [0.25, 2] across heads (ALiBi-like);
-            `"flat"`: k = 0, so c ≡ 1 at init (agf.md §3.5). Default: `"spread"`.
+            `"flat"`: k = 0, so c ≡ 1 at init. Default: `"spread"`.
         agf_amplitude_max_distance (`int`, *optional*):
             LC2: a learnable positive amplitude A_h(δ) for each relative distance, δ clipped to ±this value; 0
             disables LC2. Default: 0.
         agf_feature_weights (`bool`, *optional*):
             LC3: a learnable positive weight per head and feature, applied separably — it scales the query before
-            the logit and, with PCM-V, the head output (agf.md §3.4). Default: False.
+            the logit and, with PCM-V, the head output. Default: False.
         agf_share_across_layers (`bool`, *optional*):
             One set of AGF parameters per stack (encoder self-attention, decoder self-attention, decoder
             cross-attention) instead of one per layer. Default: False.
         agf_cross_attention (`str`, *optional*):
             `"none"`: cross-attention gets no coefficient; `"relative"`: it gets its own AGF coefficient of
-            δ = (target position − source position) (agf.md §3.6, an ablation). Default: `"none"`.
+            δ = (target position − source position) (an ablation). Default: `"none"`.
         pcmv (`bool`, *optional*):
             PCM-V: weight the values by the coefficient after the softmax, o_m = Σ_n a_mn·c_mn·v_n, without
-            renormalising (agf.md §3.7). Needs `position_encoding="agf"`. Default: False.
+            renormalising (arXiv 2603.04805). Needs `position_encoding="agf"`. Default: False.
         pcmv_coefficient (`str`, *optional*):
             `"shared"`: PCM-V reuses the logit coefficient; `"separate"`: PCM-V has its own LC1/LC2 parameters.
             Default: `"shared"`.
@@ -221,7 +222,7 @@ class AgfConfig(PreTrainedConfig):
         super().__init__(is_encoder_decoder=is_encoder_decoder, **kwargs)
 
     def _validate_agf(self) -> None:
-        """Reject illegal combinations here rather than with asserts deep in `forward` (style.md §5, §6)."""
+        """Reject illegal combinations here rather than with asserts deep in `forward`."""
         for name in (
             "vocab_size",
             "d_model",
@@ -272,7 +273,7 @@ class AgfConfig(PreTrainedConfig):
         if self.pcmv_coefficient not in PCMV_COEFFICIENTS:
             raise ValueError(f"`pcmv_coefficient` must be one of {PCMV_COEFFICIENTS}, got {self.pcmv_coefficient!r}")
         if self.position_encoding == "t5":
-            # the bidirectional encoder halves the buckets and keeps half of those exact (agf.md §5.3)
+            # the bidirectional encoder halves the buckets and keeps half of those exact (arXiv 1910.10683, as in transformers' T5)
             if self.relative_attention_num_buckets < 4:
                 raise ValueError(
                     f"`relative_attention_num_buckets` must be at least 4, got {self.relative_attention_num_buckets}"

@@ -1,26 +1,27 @@
 r"""AGF / PCM-V translation Transformer: an encoder–decoder whose attention takes position from one config switch.
 
 Self-contained for `trust_remote_code`: imports only torch, transformers (public names), the standard library and
-`.configuration_agf`. Maths and sources: `shared/spec/agf.md`; transformers contract: `shared/spec/hf_integration.md`.
+`.configuration_agf`. AGF and PCM-V: arXiv 2603.04805 (only its abstract is public; LC1–LC3 as described there);
+baselines: each function names its paper.
 
 Notable features (what differs from Marian/BART):
 
 - `position_encoding="agf"` (default): no absolute position vectors; a strictly positive coefficient c_h(m, n) of
   the relative distance multiplies the scaled logit, a = softmax((q·k/√d)·c + mask), mask added after the
-  multiplication (agf.md §3.1, pitfall §6.3.6). c = exp(log c) is built in float32 from three switchable parts:
-  LC1 per-head directional power law, LC2 per-distance amplitude, LC3 per-feature weights (separable form, §3.4).
+  multiplication (adding the mask first would scale −∞ by c). c = exp(log c) is built in float32 from three switchable parts:
+  LC1 per-head directional power law, LC2 per-distance amplitude, LC3 per-feature weights (separable form, below).
 - `pcmv=True`: the values are weighted by the coefficient once more after the softmax, o_m = Σ_n a_mn·c_mn·v_n,
-  without renormalising (§3.7). Returned attention weights are the effective weights a·c.
+  without renormalising. Returned attention weights are the effective weights a·c.
 - Baselines behind the same switch: sinusoidal (vanilla), RoPE, ALiBi, KERPLE power / log, T5 buckets, none.
 - Two attention paths with one result: the eager reference (materialised scores; default, trains everywhere) and a
   FlexAttention path (`attn_implementation="flex_attention"`): AGF as a `score_mod`, PCM-V by the exact two-pass
-  log-sum-exp identity o = exp(lse' − lse)·softmax(s + log c)·V (§6.2, §6.3). Fully masked query rows give 0.
+  log-sum-exp identity o = exp(lse' − lse)·softmax(s + log c)·V. Fully masked query rows give 0.
 - Relative distances always come from real token positions (cumulative sum of the 2D attention mask), so left
   padding and cached decoding see the same δ as an unpadded, uncached run.
 - The LM loss is cross-entropy on the given (unshifted) labels, divided by `num_items_in_batch` when the Trainer
   passes it; `self.loss_function` is not used because for `ForConditionalGeneration` it shifts the labels again.
 
-Symbols (paper / spec → code):
+Symbols (paper → code):
 
 | symbol | meaning | code |
 |---|---|---|
@@ -37,7 +38,7 @@ Symbols (paper / spec → code):
 | a_h, p_h | KERPLE parameters | `KerpleBias.bias_a`, `KerpleBias.bias_p` (official names) |
 | E[bucket, h] | T5 bias table | `T5RelativeBias.relative_attention_bias` |
 
-LC3 enters separably (agf.md §3.4): Σ_j q_j·k_j·c·w_j = c·((q ⊙ w)·k), so it scales the query before the logit and,
+LC3 enters separably: Σ_j q_j·k_j·c·w_j = c·((q ⊙ w)·k), so it scales the query before the logit and,
 with PCM-V, the head output; it never needs a per-feature score matrix.
 """
 
@@ -68,11 +69,6 @@ from transformers.modeling_outputs import (
 from .configuration_agf import AgfConfig
 
 
-# Version shims: the only version-dependent lines of this file.
-# transformers 5.24 renamed the cache keyword and output field `past_key_values` -> `cache` (the old name is
-# deprecated until 5.40); 5.23 knows only `past_key_values`. Forward signatures accept both spellings; the mask
-# helpers and the output dataclasses get the installed one.
-CACHE_NAME = "cache" if "cache" in inspect.signature(create_causal_mask).parameters else "past_key_values"
 try:
     # torch >= 2.9 requests the log-sum-exp through AuxRequest; `return_lse=True` is deprecated there
     from torch.nn.attention.flex_attention import AuxRequest
@@ -80,7 +76,14 @@ except ImportError:
     AuxRequest = None
 
 
-def _merge_cache_kwargs(cache: Cache | None, past_key_values: Cache | None, owner: str) -> Cache | None:
+# version shim: transformers 5.24 renamed the cache keyword and output field `past_key_values` -> `cache` (5.23 knows
+# only `past_key_values`; the old name is deprecated until 5.40). Forward signatures accept both spellings; the mask
+# helpers and the output dataclasses get the installed one. The remote code of each family carries this shim and the
+# input checks below as marked copies (tests/test_copies.py keeps them equal).
+CACHE_NAME = "cache" if "cache" in inspect.signature(create_causal_mask).parameters else "past_key_values"
+
+
+def merge_cache_kwargs(cache: Cache | None, past_key_values: Cache | None, owner: str) -> Cache | None:
     """One cache from either spelling; the old one warns where transformers deprecates it, as in-tree models do."""
     if past_key_values is not None:
         if cache is not None and cache is not past_key_values:
@@ -96,7 +99,7 @@ def _merge_cache_kwargs(cache: Cache | None, past_key_values: Cache | None, owne
 
 
 def check_inputs(owner: str, input_ids, inputs_embeds, attention_mask, vocab_size: int, past_length: int = 0) -> None:
-    """Clear errors for inputs that would fail deep inside or silently (issue 15): empty inputs, token ids outside
+    """Clear errors for inputs that would fail deep inside or silently: empty inputs, token ids outside
     the vocabulary, an attention mask of the wrong shape. Ids are checked only when no cache is filled yet (the
     decode steps feed back the model's own predictions; a check there would cost a device sync per token)."""
     if torch.compiler.is_compiling():
@@ -141,7 +144,7 @@ def positions_from_mask(attention_mask: torch.Tensor | None, batch_size: int, le
 
 
 def sinusoidal_position_embedding(positions: torch.Tensor, dim: int) -> torch.Tensor:
-    """PE(pos, 2i) = sin(pos / 10000^(2i/dim)), PE(pos, 2i+1) = cos(·) (agf.md §5.5), float32 (B, L, dim)."""
+    """PE(pos, 2i) = sin(pos / 10000^(2i/dim)), PE(pos, 2i+1) = cos(·) (arXiv 1706.03762 §3.5), float32 (B, L, dim)."""
     inv_freq = 10000.0 ** (-torch.arange(0, dim, 2, device=positions.device, dtype=torch.float32) / dim)
     angles = positions.float()[..., None] * inv_freq  # (B, L, ceil(dim/2))
     embedding = torch.stack((angles.sin(), angles.cos()), dim=-1).flatten(-2)
@@ -149,7 +152,7 @@ def sinusoidal_position_embedding(positions: torch.Tensor, dim: int) -> torch.Te
 
 
 def apply_rotary(states: torch.Tensor, positions: torch.Tensor, theta: float) -> torch.Tensor:
-    """RoPE (agf.md §5.4): rotate feature pair (2i, 2i+1) of each head by position·θ^(−2i/d). states (B, H, L, d)."""
+    """RoPE (arXiv 2104.09864): rotate feature pair (2i, 2i+1) of each head by position·θ^(−2i/d). states (B, H, L, d)."""
     head_dim = states.shape[-1]
     inv_freq = theta ** (-torch.arange(0, head_dim, 2, device=states.device, dtype=torch.float32) / head_dim)
     angles = positions.float()[:, None, :, None] * inv_freq  # (B, 1, L, d/2)
@@ -160,7 +163,7 @@ def apply_rotary(states: torch.Tensor, positions: torch.Tensor, theta: float) ->
 
 
 def alibi_slopes(num_heads: int) -> list[float]:
-    """ALiBi slopes μ_h = 2^(−8h/H); for H not a power of two, append every other slope of the 2P list (§5.1)."""
+    """ALiBi slopes μ_h = 2^(−8h/H); for H not a power of two, append every other slope of the 2P list (arXiv 2108.12409, as in its code)."""
 
     def power_of_two_slopes(n: int) -> list[float]:
         start = 2.0 ** (-8.0 / n)
@@ -175,7 +178,7 @@ def alibi_slopes(num_heads: int) -> list[float]:
 def t5_relative_position_bucket(
     relative_position: torch.Tensor, bidirectional: bool, num_buckets: int, max_distance: int
 ) -> torch.Tensor:
-    """T5 bucket of ρ = key − query (agf.md §5.3); element-wise, so it also runs inside a flex `score_mod`."""
+    """T5 bucket of ρ = key − query (arXiv 1910.10683, as in transformers' T5); element-wise, so it also runs inside a flex `score_mod`."""
     buckets = torch.zeros_like(relative_position)
     if bidirectional:
         num_buckets //= 2
@@ -201,7 +204,7 @@ def agf_log_coefficient(
     directional: bool,
     max_distance: int,
 ) -> torch.Tensor:
-    """log c_h(δ) = log Base_{h,σ} − k_{h,σ}·log1p(|δ|/r_{h,σ}) + log A_h(clip δ), float32 (agf.md §3.2–3.3).
+    """log c_h(δ) = log Base_{h,σ} − k_{h,σ}·log1p(|δ|/r_{h,σ}) + log A_h(clip δ), float32.
 
     Parameter tables are (H, sides) for LC1 and (H, table) for LC2; a None table is a disabled component.
     """
@@ -219,17 +222,17 @@ def agf_log_coefficient(
 
 
 def alibi_bias(head: torch.Tensor, delta: torch.Tensor, slopes: torch.Tensor) -> torch.Tensor:
-    """ALiBi −μ_h·|δ| (agf.md §5.1)."""
+    """ALiBi −μ_h·|δ| (arXiv 2108.12409)."""
     return -slopes[head] * delta.abs().float()
 
 
 def kerple_power_bias(head: torch.Tensor, delta: torch.Tensor, a: torch.Tensor, p: torch.Tensor) -> torch.Tensor:
-    """KERPLE power −a_h·|δ|^(p_h) (agf.md §5.2)."""
+    """KERPLE power −a_h·|δ|^(p_h) (KERPLE, arXiv 2205.09921)."""
     return -a[head] * delta.abs().float().pow(p[head])
 
 
 def kerple_log_bias(head: torch.Tensor, delta: torch.Tensor, a: torch.Tensor, p: torch.Tensor) -> torch.Tensor:
-    """KERPLE log −p_h·log(1 + a_h·|δ|) (agf.md §5.2)."""
+    """KERPLE log −p_h·log(1 + a_h·|δ|) (KERPLE, arXiv 2205.09921)."""
     return -p[head] * torch.log1p(a[head] * delta.abs().float())
 
 
@@ -241,7 +244,7 @@ def t5_bias(
     num_buckets: int,
     max_distance: int,
 ) -> torch.Tensor:
-    """T5 E[bucket(n − m), h] (agf.md §5.3); `table` is (num_buckets, H)."""
+    """T5 E[bucket(n − m), h] (arXiv 1910.10683); `table` is (num_buckets, H)."""
     return table[t5_relative_position_bucket(-delta, bidirectional, num_buckets, max_distance), head]
 
 
@@ -312,7 +315,7 @@ def gather_distance_table(table: torch.Tensor, index: torch.Tensor) -> torch.Ten
 
 
 class AgfPositionCoefficient(nn.Module):
-    """AGF coefficient c_h(δ) = Base_{h,σ}·(1 + |δ|/r_{h,σ})^(−k_{h,σ})·A_h(clip δ) and LC3 weights w_h (agf.md §3).
+    """AGF coefficient c_h(δ) = Base_{h,σ}·(1 + |δ|/r_{h,σ})^(−k_{h,σ})·A_h(clip δ) and LC3 weights w_h.
 
     Evaluated in log space, log c = log Base − k·log1p(|δ|/r) + log A, so c = exp(log c) > 0 for every parameter
     value and PCM-V's two-pass path can use log c directly. With `causal=True` (decoder self-attention) only the
@@ -359,7 +362,7 @@ class AgfPositionCoefficient(nn.Module):
         return self.power_law or self.amplitude_max_distance > 0
 
     def initial_values(self) -> dict[str, torch.Tensor]:
-        """Init of agf.md §3.5: heads spread from local (r = 1, k = 2) to global (r = 64, k = 0.25); A = w = Base = 1.
+        """Init (the paper's values are not public): heads spread from local (r = 1, k = 2) to global (r = 64, k = 0.25); A = w = Base = 1.
 
         `init_mode="flat"` sets k = 0, so c ≡ 1 exactly at init.
         """
@@ -453,7 +456,7 @@ class _PositionBias(nn.Module):
 
 
 class AlibiBias(_PositionBias):
-    """ALiBi (agf.md §5.1): bias −μ_h·|δ|, fixed slopes; the symmetric form covers the bidirectional encoder."""
+    """ALiBi (arXiv 2108.12409): bias −μ_h·|δ|, fixed slopes; the symmetric form covers the bidirectional encoder."""
 
     def __init__(self, num_heads: int):
         super().__init__()
@@ -464,7 +467,7 @@ class AlibiBias(_PositionBias):
 
 
 class KerpleBias(_PositionBias):
-    """KERPLE (agf.md §5.2, official `chijames/KERPLE`): power −a·|δ|^p or log −p·log(1 + a·|δ|).
+    """KERPLE (arXiv 2205.09921, official code github.com/chijames/KERPLE): power −a·|δ|^p or log −p·log(1 + a·|δ|).
 
     Init a ~ U(0, 1), p ~ U(0, 2); clamped in forward to a ≥ 0.01, p ∈ [0.01, 2] (power) or both ≥ 0.01 (log). The
     official code clamps `.data` in place, so a clamped parameter still receives gradient; the straight-through
@@ -490,7 +493,7 @@ class KerpleBias(_PositionBias):
 
 
 class T5RelativeBias(_PositionBias):
-    """T5 relative bias (agf.md §5.3): E[bucket(n − m), h], one table per stack, bidirectional in the encoder."""
+    """T5 relative bias (arXiv 1910.10683): E[bucket(n − m), h], one table per stack, bidirectional in the encoder."""
 
     def __init__(self, num_heads: int, num_buckets: int, max_distance: int, bidirectional: bool):
         super().__init__()
@@ -625,7 +628,7 @@ def eager_attention_forward(
     position_terms: AttentionPositionTerms | None = None,
     **kwargs,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Reference path (agf.md §6.1). q, k, v (B, H, L, d) → output (B, Lq, H, d), effective weights (B, H, Lq, Lk).
+    """Reference path. q, k, v (B, H, L, d) → output (B, Lq, H, d), effective weights (B, H, Lq, Lk).
 
     Order: s = (q·kᵀ·scaling)·c + bias, then the mask, softmax, dropout, ·c_v, ·V. Everything after the matmul is
     float32, so the coefficient never meets a low-precision mask value. Fully masked query rows output 0.
@@ -676,7 +679,7 @@ def _compiled_flex_attention() -> Callable:
 
 
 def _flex_attention_fn(device: torch.device) -> Callable:
-    # the CPU build has no flex backward and its compiled form cannot return the lse (hf_integration.md §17), so
+    # the CPU build has no flex backward and its compiled form cannot return the lse (torch 2.13), so
     # CPU runs the unfused eager flex (forward checks only); accelerators get the compiled kernel
     return flex_attention if device.type == "cpu" else _compiled_flex_attention()
 
@@ -701,7 +704,7 @@ def flex_attention_forward(
     position_terms: AttentionPositionTerms | None = None,
     **kwargs,
 ) -> tuple[torch.Tensor, None]:
-    """FlexAttention path (agf.md §6.2–6.3): the same result as `eager_attention_forward`, no score matrix kept.
+    """FlexAttention path (pytorch.org/docs/stable/nn.attention.flex_attention.html): the same result as `eager_attention_forward`, no score matrix kept.
 
     AGF is a `score_mod` (score·c + bias, masked entries −inf). PCM-V needs a second pass: with s' the modified
     logits, o = Σ a·c_v·v = exp(lse(s' + log c_v) − lse(s'))·softmax(s' + log c_v)·V; rows with lse = −inf (fully
@@ -899,7 +902,7 @@ class AgfAttention(nn.Module):
         )
         # (B, Lq, H, d)
         if self.pcmv and feature_weight is not None:
-            # LC3 on the PCM-V side: o_j = w_j·Σ_n a·c·v_j (agf.md §3.4)
+            # LC3 on the PCM-V side: o_j = w_j·Σ_n a·c·v_j (the separable form, module docstring)
             attn_output = attn_output * feature_weight[None, None].to(attn_output.dtype)
         attn_output = self.out_proj(attn_output.reshape(batch, q_len, self.embed_dim))
         return attn_output, attn_weights
@@ -1090,7 +1093,7 @@ class AgfPreTrainedModel(PreTrainedModel):
         | `nn.Linear` weight / bias | normal(0, `init_std`) / 0 (transformers default) |
         | `nn.Embedding` (`shared`, `embed_tokens`) | normal(0, `init_std`), padding row 0 (transformers default) |
         | `nn.LayerNorm` | weight 1, bias 0 (transformers default) |
-        | AGF `radius_raw` ρ | softplus⁻¹(r − ε_r), r log-spaced over heads in [1, 64] (agf.md §3.5) |
+        | AGF `radius_raw` ρ | softplus⁻¹(r − ε_r), r log-spaced over heads in [1, 64] |
         | AGF `exponent` k | log-spaced over heads from 2 down to 0.25; 0 with `agf_init="flat"` |
         | AGF `base_raw` β | softplus⁻¹(1), i.e. Base = 1 |
         | AGF `amplitude_raw`, `feature_weight_raw` | 0, i.e. A = w = 1 |
@@ -1117,7 +1120,7 @@ class AgfPreTrainedModel(PreTrainedModel):
         Returns `{module name: (distances (N,), coefficients (H, N))}` in float32 on the CPU. Distances are
         −max_distance … max_distance, or 0 … max_distance for causal decoder self-attention (which never sees the
         future side). LC3 is position-free and not part of the curves. Empty unless `position_encoding="agf"`.
-        `initial=True`: the same curves at their initialisation (agf.md §3.5), to show how far training moved them.
+        `initial=True`: the same curves at their initialisation, to show how far training moved them.
         """
         curves = {}
         for name, module in self.named_modules():
@@ -1263,7 +1266,7 @@ class AgfDecoder(AgfPreTrainedModel):
         """`attention_mask` is the 2D decoder padding mask over past + current tokens; with it, left-padded decoder
         prompts get their real positions. Without it positions continue from the cache length. `position_ids`
         override the query positions (keys then take them too when there is no cache)."""
-        cache = _merge_cache_kwargs(cache, past_key_values, f"{type(self).__name__}.forward")
+        cache = merge_cache_kwargs(cache, past_key_values, f"{type(self).__name__}.forward")
         output_attentions = self.config.output_attentions if output_attentions is None else output_attentions
         output_hidden_states = (
             self.config.output_hidden_states if output_hidden_states is None else output_hidden_states
@@ -1417,7 +1420,7 @@ class AgfModel(AgfPreTrainedModel):
         cache: Cache | None = None,
         **kwargs,
     ) -> Seq2SeqModelOutput | tuple:
-        cache = _merge_cache_kwargs(cache, past_key_values, f"{type(self).__name__}.forward")
+        cache = merge_cache_kwargs(cache, past_key_values, f"{type(self).__name__}.forward")
         return_dict = self.config.return_dict if return_dict is None else return_dict
         if encoder_outputs is None:
             encoder_outputs = self.encoder(
@@ -1537,7 +1540,7 @@ class AgfForConditionalGeneration(AgfPreTrainedModel, GenerationMixin):
             divided by it so gradient accumulation matches one large batch. Otherwise the mean over this batch's
             label tokens.
         """
-        cache = _merge_cache_kwargs(cache, past_key_values, f"{type(self).__name__}.forward")
+        cache = merge_cache_kwargs(cache, past_key_values, f"{type(self).__name__}.forward")
         return_dict = self.config.return_dict if return_dict is None else return_dict
         if labels is not None:
             use_cache = False

@@ -1,6 +1,6 @@
 """PLDR-LLM configuration (model_type `pldrllm`), field for field the released `config.json`.
 
-Released fields keep their released names and defaults (the 110M v51 model, `pldr_llm.md` §4.1 / §5.2), so a
+Released fields keep their released names and defaults (the 110M v51 model's `config.json`, fromthesky/PLDR-LLM-v51-110M-1), so a
 released `config.json` loads to the reference model and what we save loads in the existing tooling. Package-only
 fields (`dag_*`, `collapsed`) default to the released behaviour.
 
@@ -95,20 +95,20 @@ class PldrllmConfig(PreTrainedConfig):
             Package-only. Set by `PldrllmForCausalLM.collapse()`: attention uses the constant G stored in
             `decoder.past_G_values` instead of running the metric learner. Default: `False`.
         reference_padding (`bool`, *optional*):
-            Package-only (issue 13). `False`: positions that the 2D `attention_mask` marks as padding do not enter the
+            Package-only. `False`: positions that the 2D `attention_mask` marks as padding do not enter the
             Gram matrix, positions default to `cumsum(attention_mask) − 1`, and sequences packed into one row
             (`position_ids` restarting at 0, no mask) each get their own Gram matrix and attention, so padding,
             batching and packing never change a row's numbers. `True`: the reference code's behaviour, where every
             position of the call (pads included) enters the Gram matrix and positions run 0..S−1. Unpadded, unpacked
             inputs give the same numbers either way. Default: `False`.
         metric_learner_checkpointing (`bool`, *optional*):
-            Package-only (issue 17). `True`: in training, the metric learner keeps only each GLU's d-wide input for
+            Package-only. `True`: in training, the metric learner keeps only each GLU's d-wide input for
             backward and recomputes its two a-wide pre-activations there (two of a unit's six GEMMs) instead of
             storing them; forward values and gradients are unchanged. Keeps the step's peak memory within about 1.2×
             an equal-size Llama's (stored: about 1.6×). Units wrapped by PEFT or hooks are called as modules, and
             then each block of matrices is recomputed whole in backward. Default: `True`.
         metric_learner_compile (`bool`, *optional*):
-            Package-only (issue 17). Run the metric learner's residual units through `torch.compile` (fused
+            Package-only. Run the metric learner's residual units through `torch.compile` (fused
             elementwise epilogues); the first call of each block shape compiles (tens of seconds on a CPU). Values
             agree with the eager path to float32 round-off. Default: `False`.
 

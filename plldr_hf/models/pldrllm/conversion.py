@@ -1,8 +1,8 @@
-"""Bring the reference PLDR-LLM code's files into the released Hugging Face format (spec `pldr_llm.md` §5.5).
+"""Bring the reference PLDR-LLM code's files into the released Hugging Face format (github.com/burcgokden/PLDR-LLM-with-KVG-cache).
 
 - `convert_pth`: a `.pth` saved by the reference PyTorch code (`{"model_state_dict", "optimizer_state_dict",
   "loss", "accuracy"}`, loaded with `weights_only=True`) → a released-format folder (config.json, model.safetensors,
-  generation_config.json, tokenizer when given). The state-dict keys already are the released names (§5.3); every
+  generation_config.json, tokenizer when given). The state-dict keys already are the released names; every
   size is read off the tensor shapes, only `max_position_embeddings` (the RoPE table length) and the RoPE convention
   are not in the file.
 - `load_predefined_g`: the reference ablations' `predefined_G_LM_cache_list_*.pkl` (a plain pickle of CUDA tensors)

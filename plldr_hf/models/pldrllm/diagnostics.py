@@ -1,6 +1,7 @@
 """Diagnostics of a PLDR-LLM's deductive outputs: is G input-invariant, and is the model "collapsed"?
 
-Spec: `shared/spec/pldr_llm.md` §9 (collapse and invariance) and §10 (order parameters). The maths of the order
+Sources: arXiv 2603.23539 (order parameters), github.com/burcgokden/PLDR-LLM-Math-Foundations (the audit
+checks of collapsed checkpoints). The maths of the order
 parameters and of the DAG value is imported from the modeling file (`order_parameter_soc`, `order_parameter_rms`,
 `dag_loss`), so these numbers are the ones `PldrllmForCausalLM.collapse()` decides on.
 
@@ -19,20 +20,20 @@ Symbols (paper → meaning → where it comes from here):
 | σ_i    | singular values of A, descending                          | `singular_value_spectrum`                     |
 | Π_comm | orthogonal projection on the RoPE commutant               | `rope_commutant_projection`                   |
 
-Which order-parameter definition each number uses (the two must not be mixed, spec §10.2):
+Which order-parameter definition each number uses (the two must not be mixed: they differ in scale):
 
-- `order_parameter` — **SOC definition** (arXiv 2603.23539, spec §10.1): RMSE(x_1 − x_C) / |mean(x_C)|, pooled over
+- `order_parameter` — **SOC definition** (arXiv 2603.23539): RMSE(x_1 − x_C) / |mean(x_C)|, pooled over
   every value of the tensor type in the whole model (all layers, heads and inputs). x_C comes from the prompt alone,
   x_1 from one no-cache forward over prompt + a greedy continuation of `new_tokens` tokens (the paper samples the
   continuation with top-p; greedy keeps the diagnostic deterministic). ≈ 0 near criticality; unbounded.
   `order_parameter_per_layer` is the same statistic pooled per layer.
-- `order_parameter_rms` — **audit definition** (PLDR-LLM-Math-Foundations, spec §10.2): RMS(x_1 − x_C) /
+- `order_parameter_rms` — **audit definition** (github.com/burcgokden/PLDR-LLM-Math-Foundations): RMS(x_1 − x_C) /
   ½(RMS(x_1) + RMS(x_C)) per (input, layer), maximum over inputs (per layer) and over layers (overall). The audit
   compares two sampled continuations of one prompt; here the pair is (prompt, prompt + continuation). Bounded by 2.
 - `order_parameter_inputs` — SOC definition across inputs: each prompt's tensors against the first prompt's. This
   is the statistic `collapse()` compares with its tolerance (on G_LM).
 
-The other checks (spec §9.1, §9.3, §10.3):
+The other checks (those of the audit repository above):
 
 - rank-one audit of A: σ₂/σ₁ per layer and head (maximum over inputs), the numerical rank (σ_i > d·ε_fp32·σ₁), and
   whether the d rows are identical (A = 1·αᵀ: max |A_ij − A_0j| ≤ `rtol`·max |A|). Collapsed checkpoints have
@@ -77,7 +78,7 @@ def singular_value_spectrum(a: torch.Tensor) -> torch.Tensor:
 
 
 def rank_one_audit(a: torch.Tensor, rtol: float = 1e-5) -> dict[str, torch.Tensor]:
-    """Rank-one audit of each d×d matrix in `a` (..., d, d) (spec §9.1).
+    """Rank-one audit of each d×d matrix in `a` (..., d, d), as in the audit of collapsed checkpoints.
 
     Returns `sigma_ratio` σ₂/σ₁, `numerical_rank` (number of σ_i > d·ε_fp32·σ₁), `row_spread`
     max_ij |A_ij − A_0j| / max |A| and `rows_identical` (row_spread ≤ rtol), each of shape (...).
@@ -123,7 +124,7 @@ def _rope_pair_order(head_dim: int, reference_rope: bool) -> torch.Tensor:
 
 
 def rope_commutant_projection(g: torch.Tensor, reference_rope: bool = True) -> torch.Tensor:
-    """Frobenius-orthogonal projection of each d×d matrix in `g` (..., d, d) on the RoPE commutant (spec §9.3).
+    """Frobenius-orthogonal projection of each d×d matrix in `g` (..., d, d) on the RoPE commutant (the matrices that commute with every RoPE rotation).
 
     RoPE at position p rotates pair i by p·θ_i with distinct θ_i, so the matrices that commute with every rotation are
     block-diagonal over the pairs with 2×2 blocks a·I + b·J (J the 90° rotation). The projection keeps, per pair

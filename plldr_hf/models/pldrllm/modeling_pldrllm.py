@@ -100,19 +100,21 @@ from .plga import (
 )
 
 
-# version shim: transformers 5.24 renamed the cache keyword and output field `past_key_values` -> `cache`
-# (5.23 uses `past_key_values`; the old name is deprecated until 5.40). Forward accepts both spellings; outputs
-# subclass the stock output classes and fill whichever field this version has.
-_CACHE_KWARG = "cache" if "cache" in inspect.signature(create_causal_mask).parameters else "past_key_values"
-_CACHE_FIELD = "cache" if "cache" in CausalLMOutputWithPast.__dataclass_fields__ else "past_key_values"
+# version shim: transformers 5.24 renamed the cache keyword and output field `past_key_values` -> `cache` (5.23 knows
+# only `past_key_values`; the old name is deprecated until 5.40). Forward signatures accept both spellings; the mask
+# helpers and the output dataclasses get the installed one. The remote code of each family carries this shim and the
+# input checks below as marked copies (tests/test_copies.py keeps them equal).
+# Copied from plldr_hf.models.agf.modeling_agf.CACHE_NAME
+CACHE_NAME = "cache" if "cache" in inspect.signature(create_causal_mask).parameters else "past_key_values"
 
 
-def _merge_cache_kwargs(cache: Cache | None, past_key_values: Cache | None, owner: str) -> Cache | None:
+# Copied from plldr_hf.models.agf.modeling_agf.merge_cache_kwargs
+def merge_cache_kwargs(cache: Cache | None, past_key_values: Cache | None, owner: str) -> Cache | None:
     """One cache from either spelling; the old one warns where transformers deprecates it, as in-tree models do."""
     if past_key_values is not None:
         if cache is not None and cache is not past_key_values:
             raise ValueError(f"{owner}: pass the cache as `cache` or `past_key_values`, not both")
-        if _CACHE_KWARG == "cache":
+        if CACHE_NAME == "cache":
             warnings.warn(
                 f"`past_key_values` is deprecated and will be removed in version 5.40.0 for `{owner}`. "
                 "Use `cache` instead.",
@@ -120,6 +122,33 @@ def _merge_cache_kwargs(cache: Cache | None, past_key_values: Cache | None, owne
                 stacklevel=3,
             )
     return cache if cache is not None else past_key_values
+
+
+# Copied from plldr_hf.models.agf.modeling_agf.check_inputs
+def check_inputs(owner: str, input_ids, inputs_embeds, attention_mask, vocab_size: int, past_length: int = 0) -> None:
+    """Clear errors for inputs that would fail deep inside or silently: empty inputs, token ids outside
+    the vocabulary, an attention mask of the wrong shape. Ids are checked only when no cache is filled yet (the
+    decode steps feed back the model's own predictions; a check there would cost a device sync per token)."""
+    if torch.compiler.is_compiling():
+        return
+    shape = tuple((input_ids if input_ids is not None else inputs_embeds).shape)
+    if len(shape) < 2 or 0 in shape[:2]:
+        raise ValueError(f"{owner}: empty input of shape {shape}; pass at least one token per row, as (batch, length)")
+    if input_ids is not None and past_length == 0:
+        low, high = (int(v) for v in torch.aminmax(input_ids))  # one pass, one device sync
+        if low < 0 or high >= vocab_size:
+            bad = high if high >= vocab_size else low
+            raise ValueError(
+                f"{owner}: token id {bad} is outside the vocabulary [0, {vocab_size}); was the input made by another "
+                "model's tokenizer?"
+            )
+    if attention_mask is not None and attention_mask.dim() == 2:
+        expected = (shape[0], past_length + shape[1])
+        if tuple(attention_mask.shape) != expected:
+            raise ValueError(
+                f"{owner}: `attention_mask` of shape {tuple(attention_mask.shape)}, expected {expected} "
+                f"(batch, cached {past_length} + new {shape[1]} tokens)"
+            )
 
 
 @dataclass
@@ -579,7 +608,7 @@ class PldrllmModel(PldrllmPreTrainedModel):
         **kwargs,
     ) -> PldrllmModelOutput | tuple:
         cfg = self.config
-        past_key_values = _merge_cache_kwargs(cache, past_key_values, f"{type(self).__name__}.forward")
+        past_key_values = merge_cache_kwargs(cache, past_key_values, f"{type(self).__name__}.forward")
         output_attentions = output_attentions if output_attentions is not None else cfg.output_attentions
         output_hidden_states = output_hidden_states if output_hidden_states is not None else cfg.output_hidden_states
         output_pldr_attentions = (
@@ -602,8 +631,7 @@ class PldrllmModel(PldrllmPreTrainedModel):
             _install_g_cache_layers(past_key_values, cfg.num_hidden_layers)
         past_len = past_key_values.get_seq_length() if past_key_values is not None else 0
         compiling = torch.compiler.is_compiling()
-        if not compiling:
-            self._check_inputs(input_ids, inputs_embeds, attention_mask, past_len)
+        check_inputs(type(self).__name__, input_ids, inputs_embeds, attention_mask, cfg.vocab_size, past_len)
         if inputs_embeds is None:
             inputs_embeds = self.embedding(input_ids)
         batch, seq_len = inputs_embeds.shape[:2]
@@ -653,7 +681,7 @@ class PldrllmModel(PldrllmPreTrainedModel):
             position_ids=position_ids,
             # transformers builds the block-diagonal mask of packed sequences only without a cache; a packed call
             # starts from an empty cache, so its mask does not depend on it
-            **{_CACHE_KWARG: None if segment_ids is not None else past_key_values},
+            **{CACHE_NAME: None if segment_ids is not None else past_key_values},
         )
         rope = rope_cos_sin(position_ids, cfg.head_dim, cfg.rope_theta)
         plga = PlgaCall(
@@ -693,7 +721,7 @@ class PldrllmModel(PldrllmPreTrainedModel):
             attentions=all_attentions,
             pldr_attentions=all_pldr,
             dag_losses=dag_losses,
-            **{_CACHE_FIELD: past_key_values},
+            **{CACHE_NAME: past_key_values},
         )
         return output if return_dict else output.to_tuple()
 
@@ -714,32 +742,6 @@ class PldrllmModel(PldrllmPreTrainedModel):
         if not bool(pads.any()):
             return None
         return (~pads).long()
-
-    def _check_inputs(self, input_ids, inputs_embeds, attention_mask, past_len: int) -> None:
-        """Clear errors for inputs that would otherwise fail deep inside (or not at all). Token ids are checked
-        only on calls that start from an empty cache: decode steps feed back the model's own predictions, and a
-        check there would cost a device sync per generated token."""
-        cfg = self.config
-        shape = tuple((input_ids if input_ids is not None else inputs_embeds).shape)
-        if len(shape) < 2 or shape[1] == 0 or shape[0] == 0:
-            raise ValueError(
-                f"PldrllmModel: empty input of shape {shape}; pass at least one token per row, as (batch, length)"
-            )
-        if input_ids is not None and past_len == 0:
-            low, high = (int(v) for v in torch.aminmax(input_ids))  # one pass, one device sync
-            if low < 0 or high >= cfg.vocab_size:
-                bad = high if high >= cfg.vocab_size else low
-                raise ValueError(
-                    f"PldrllmModel: token id {bad} in `input_ids` is outside the vocabulary [0, {cfg.vocab_size}); "
-                    f"was the input made by another model's tokenizer?"
-                )
-        if attention_mask is not None and attention_mask.dim() == 2:
-            expected = (shape[0], past_len + shape[1])
-            if tuple(attention_mask.shape) != expected:
-                raise ValueError(
-                    f"PldrllmModel: `attention_mask` of shape {tuple(attention_mask.shape)}, expected {expected} "
-                    f"(batch, cached {past_len} + new {shape[1]} tokens)"
-                )
 
 
 class PldrllmForCausalLM(PldrllmPreTrainedModel, GenerationMixin):
@@ -809,7 +811,7 @@ class PldrllmForCausalLM(PldrllmPreTrainedModel, GenerationMixin):
             input_ids=input_ids,
             attention_mask=attention_mask,
             position_ids=position_ids,
-            cache=_merge_cache_kwargs(cache, past_key_values, f"{type(self).__name__}.forward"),
+            cache=merge_cache_kwargs(cache, past_key_values, f"{type(self).__name__}.forward"),
             inputs_embeds=inputs_embeds,
             use_cache=use_cache,
             output_attentions=output_attentions,
@@ -865,7 +867,7 @@ class PldrllmForCausalLM(PldrllmPreTrainedModel, GenerationMixin):
             pldr_attentions=outputs.pldr_attentions,
             lm_loss=lm_loss if use_dag else None,
             dag_losses=outputs.dag_losses.mean(0) if output_dag_losses and outputs.dag_losses is not None else None,
-            **{_CACHE_FIELD: outputs[_CACHE_FIELD] if _CACHE_FIELD in outputs else None},
+            **{CACHE_NAME: outputs[CACHE_NAME] if CACHE_NAME in outputs else None},
         )
         return output if return_dict else output.to_tuple()
 

@@ -19,7 +19,7 @@ import re
 from transformers import PreTrainedTokenizerFast
 
 
-# special pieces of the released tokenizer (pldr_llm.md §6)
+# special pieces of the released tokenizer (tests/fixtures/pldrllm_released/)
 SPECIAL_PIECES = {"pad_token": "[PAD]", "unk_token": "[UNK]", "bos_token": "[START]", "eos_token": "[END]"}
 SENTENCEPIECE_FILE = "tokenizer.model"
 TOKENIZER_FILE = "tokenizer.json"

@@ -4,7 +4,7 @@ a scoring batch (16 sequences), forward + backward and forward without gradients
 
     python -m benchmarks.metric_learner [--rounds 15] [--output benchmarks/results/metric_learner]
 
-Contenders alternate within each round, in serpentine order (`suite.serpentine`); the table gives the minimum, the
+Contenders alternate within each round, in serpentine order (`plldr_hf_cli.timing.interleaved`); the table gives the minimum, the
 25th percentile and the median per contender (a shared machine's load shows in the upper percentiles) and the paired
 ratio of each fused contender to its module-path counterpart (median over rounds of the within-round ratio). Writes
 `.md` and `.json`.
@@ -16,10 +16,9 @@ import argparse
 import json
 import statistics
 import sys
-import time
 from pathlib import Path
 
-from benchmarks import suite
+from plldr_hf_cli.timing import interleaved
 
 
 DEFAULT_OUTPUT = Path(__file__).resolve().parent / "results" / "metric_learner"
@@ -81,14 +80,7 @@ def main(argv: list[str] | None = None) -> int:
 
     torch.set_num_threads(1)
     entries = contenders(batch_train=4, batch_score=16)
-    for _, _, _, step in entries:  # warm-up
-        step()
-    times = {key: [] for key, *_ in entries}
-    for round_index in range(args.rounds):
-        for key, _, _, step in suite.serpentine(entries, round_index):
-            start = time.perf_counter()
-            step()
-            times[key].append(time.perf_counter() - start)
+    _, times = interleaved({key: step for key, _, _, step in entries}, args.rounds)
     rows = []
     for key, label, baseline, _ in entries:
         runs = sorted(times[key])

@@ -50,6 +50,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from benchmarks import generate_speed
+from plldr_hf_cli.timing import interleaved
 
 
 RESULTS_DIR = Path(__file__).resolve().parent
@@ -718,30 +719,28 @@ def _graph_breaks() -> int:
     return sum(counters["graph_break"].values())
 
 
-def serpentine(items: list, round_index: int) -> list:
-    """The order of one timed round: forward in even rounds, backward in odd ones, so every contender's mean place
-    in a round is the same and a machine that slows or speeds up within a round favours none of them."""
-    return items if round_index % 2 == 0 else items[::-1]
-
-
 def measure(workload: Workload, repeats: int, log) -> None:
     """Warm-up per contender, then `repeats` rounds over all contenders; fills `workload.measured`."""
-    first, breaks = {}, {}
-    for contender in workload.contenders:
-        before = _graph_breaks()
-        first[contender.key] = _timed(contender.run)[0]
-        breaks[contender.key] = _graph_breaks() - before
-        log(f"  warm-up {contender.key}: {first[contender.key]:.2f} s")
-    walls = {c.key: [] for c in workload.contenders}
-    cpus = {c.key: [] for c in workload.contenders}
-    peaks = {c.key: 0 for c in workload.contenders}
-    for repeat in range(repeats):
-        for contender in serpentine(workload.contenders, repeat):
-            wall, cpu, peak = _timed(contender.run)
-            walls[contender.key].append(wall)
-            cpus[contender.key].append(cpu)
-            peaks[contender.key] = max(peaks[contender.key], peak)
-            log(f"  round {repeat + 1}/{repeats} {contender.key}: {wall:.3f} s")
+    breaks, before = {}, [0]
+
+    def measure_one(run):
+        # graph breaks of a compiled contender happen in its first (warm-up) run
+        before[0] = _graph_breaks()
+        return _timed(run)
+
+    def on_result(key, index, result):
+        if index is None:
+            breaks[key] = _graph_breaks() - before[0]
+            log(f"  warm-up {key}: {result[0]:.2f} s")
+        else:
+            log(f"  round {index + 1}/{repeats} {key}: {result[0]:.3f} s")
+
+    runs = {contender.key: contender.run for contender in workload.contenders}
+    warm, results = interleaved(runs, repeats, measure_one, on_result)
+    first = {key: result[0] for key, result in warm.items()}
+    walls = {key: [r[0] for r in values] for key, values in results.items()}
+    cpus = {key: [r[1] for r in values] for key, values in results.items()}
+    peaks = {key: max((r[2] for r in values), default=0) for key, values in results.items()}
     for contender in workload.contenders:
         wall = walls[contender.key]
         result = dict(

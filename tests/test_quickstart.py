@@ -6,7 +6,7 @@ import math
 import pytest
 
 from plldr_hf.cli import main
-from plldr_hf.quickstart import QuickstartPlan
+from plldr_hf_cli.quickstart import QuickstartPlan
 
 
 def test_quickstart_quick_mode_writes_everything(tmp_path):
@@ -66,7 +66,7 @@ def test_quickstart_rejects_a_bad_budget():
 
 
 def test_one_clock_passes_unused_time_on():
-    from plldr_hf.quickstart import Deadline
+    from plldr_hf_cli.quickstart import Deadline
 
     plan = QuickstartPlan.for_minutes(10)
     deadline = Deadline(600)
@@ -79,8 +79,8 @@ def test_one_clock_passes_unused_time_on():
 
 def test_translator_choices_match_the_plan():
     from plldr_hf.cli import build_parser
-    from plldr_hf.quickstart import run_quickstart
     from plldr_hf.training.recipes import POSITION_VARIANTS
+    from plldr_hf_cli.quickstart import run_quickstart
 
     parser = build_parser()
     action = next(

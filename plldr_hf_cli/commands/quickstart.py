@@ -1,4 +1,4 @@
-"""`plldr-hf quickstart`: the main job on the embedded data (see `plldr_hf/quickstart.py`)."""
+"""`plldr-hf quickstart`: the main job on the embedded data (see `plldr_hf_cli/quickstart.py`)."""
 
 
 def register(subparsers) -> None:
@@ -25,7 +25,7 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
-    from plldr_hf.quickstart import run_quickstart
+    from plldr_hf_cli.quickstart import run_quickstart
 
     run_quickstart(args.output_dir, minutes=args.minutes, translator=args.translator)
     return 0

@@ -22,12 +22,13 @@ from __future__ import annotations
 import json
 import logging
 import math
-import statistics
 import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import torch
+
+from plldr_hf_cli.timing import interleaved_median_seconds
 
 
 logger = logging.getLogger(__name__)
@@ -99,23 +100,18 @@ class Deadline:
         return [TimeBudgetCallback(max(30.0, seconds))] if plan.time_limited else []
 
 
-def interleaved_median_seconds(models: dict, work, rounds: int) -> dict[str, float]:
-    """Median wall seconds of `work(model)` per model: one warm-up each, then `rounds` rounds in which every model
-    runs once in turn (so background load hits all alike)."""
+def _timed_no_grad(models: dict, work, rounds: int) -> dict[str, float]:
+    """Median wall seconds of `work(model)` per model, without gradients, in the interleaved protocol of
+    `plldr_hf_cli.timing` (so background load hits all alike)."""
 
-    def run(model):
-        start = time.perf_counter()
-        with torch.no_grad():
-            work(model)
-        return time.perf_counter() - start
+    def runner(model):
+        def run():
+            with torch.no_grad():
+                work(model)
 
-    for model in models.values():
-        run(model)
-    times = {name: [] for name in models}
-    for _ in range(rounds):
-        for name, model in models.items():
-            times[name].append(run(model))
-    return {name: statistics.median(values) for name, values in times.items()}
+        return run
+
+    return interleaved_median_seconds({name: runner(model) for name, model in models.items()}, rounds)
 
 
 def decode_speeds(models: dict, prompt: torch.Tensor, new_tokens: int, rounds: int = 5) -> dict[str, float]:
@@ -124,14 +120,14 @@ def decode_speeds(models: dict, prompt: torch.Tensor, new_tokens: int, rounds: i
     def work(model):
         model.generate(prompt, max_new_tokens=new_tokens, min_new_tokens=new_tokens, do_sample=False)
 
-    seconds = interleaved_median_seconds(models, work, rounds)
+    seconds = _timed_no_grad(models, work, rounds)
     return {name: new_tokens * prompt.shape[0] / value for name, value in seconds.items()}
 
 
 def scoring_speeds(models: dict, input_ids: torch.Tensor, rounds: int = 7) -> dict[str, float]:
     """Tokens per second of one full forward pass over `input_ids` (scoring / prefill, as lm-eval's log-likelihoods
     run), per model (interleaved medians)."""
-    seconds = interleaved_median_seconds(models, lambda model: model(input_ids, use_cache=False), rounds)
+    seconds = _timed_no_grad(models, lambda model: model(input_ids, use_cache=False), rounds)
     return {name: input_ids.numel() / value for name, value in seconds.items()}
 
 

@@ -95,7 +95,8 @@ def test_all_dag_weights_zero_is_exactly_cross_entropy(monkeypatch):
 
     monkeypatch.setattr(plga, "dag_values", fail)
     out = model(input_ids=ids, labels=labels)
-    assert out.lm_loss is None and out.dag_losses is None
+    assert out.dag_loss is None and out.dag_losses is None
+    assert out.loss is not out.lm_loss and torch.equal(out.loss, out.lm_loss)
     assert_close("loss vs cross-entropy", _cross_entropy(out.logits, labels), out.loss, atol=1e-6, rtol=1e-6)
     num_items = int((labels[:, 1:] != -100).sum()) + 5
     out = model(input_ids=ids, labels=labels, num_items_in_batch=num_items)
@@ -109,10 +110,19 @@ def test_dag_terms_in_loss_match_deductive_outputs(form):
     ids, labels = _batch(pad_tail=2)
     out = model(input_ids=ids, labels=labels, output_pldr_attentions=True)
     assert out.dag_losses.dtype == torch.float32 and out.dag_losses.shape == (3,)
-    # independent recomputation from the returned deductive outputs: mean over layers of the per-layer mean
+    # independent recomputation from the returned deductive outputs: per sequence the mean over layers and heads,
+    # then the mean over sequences weighted by their label tokens (the rows have unequal lengths)
     layers = out.pldr_attentions
-    expected = torch.stack([torch.stack([dag_loss(layer[k], form) for layer in layers]).mean() for k in (1, 2, 3)])
+    per_sequence = torch.stack(
+        [torch.stack([dag_values(layer[k], form).mean(-1) for layer in layers]).mean(0) for k in (1, 2, 3)], dim=-1
+    )  # (B, 3)
+    tokens = (labels[:, 1:] != -100).sum(-1).float()
+    assert len(set(tokens.tolist())) > 1
+    expected = (per_sequence * tokens[:, None]).sum(0) / tokens.sum()
     assert_close("dag_losses (A_LM, A_P, G_LM)", expected, out.dag_losses, atol=1e-5, rtol=1e-5)
+    # the batch mean of dag_loss() is the unweighted one, and differs here
+    unweighted = torch.stack([torch.stack([dag_loss(layer[k], form) for layer in layers]).mean() for k in (1, 2, 3)])
+    assert_close("dag_loss() = unweighted mean", per_sequence.mean(0), unweighted, atol=1e-5, rtol=1e-5)
     assert_close("lm_loss", _cross_entropy(out.logits, labels), out.lm_loss, atol=1e-6, rtol=1e-6)
     total = out.lm_loss + sum(w * v for w, v in zip(weights, out.dag_losses))
     assert_close("loss = CE + Σ w·dag", total, out.loss, atol=1e-5, rtol=1e-6)
@@ -132,8 +142,10 @@ def test_dag_term_token_fraction_with_num_items_in_batch():
         for _, a_lm, a_p, g_lm in out.pldr_attentions
     ]
     per_sequence = torch.stack(per_layer).mean(0)  # (B, 3)
-    assert_close("batch mean", per_sequence.mean(0), out.dag_losses, atol=1e-6)
+    token_mean = (per_sequence * tokens[:, None]).sum(0) / tokens.sum()
+    assert_close("mean over label tokens", token_mean, out.dag_losses, atol=1e-6)
     dag_term = (per_sequence @ torch.tensor(weights) * tokens).sum() / num_items
+    assert_close("dag_loss", dag_term, out.dag_loss, atol=1e-6)
     assert_close("lm_loss = sum CE / N", _cross_entropy(out.logits, labels, num_items), out.lm_loss, atol=1e-6)
     assert_close("loss = CE + Σ_i n_i·(w·dag_i) / N", out.lm_loss + dag_term, out.loss, atol=1e-5, rtol=1e-6)
 
@@ -270,6 +282,33 @@ def test_trainer_logs_cross_entropy_and_each_dag_component(tmp_path):
         accumulator.Reload()
         tags |= set(accumulator.Tags()["scalars"])
     assert {"train/lm_loss", "train/dag_a_lm", "train/dag_a_p", "train/dag_g_lm", "train/dag_weight_a_p"} <= tags
+
+
+def test_the_schedule_goes_in_per_call_and_leaves_the_config_alone(tmp_path):
+    callback = DagLossCallback(weights=DAG_WEIGHTS, warmup_steps=2)
+    trainer = _tiny_trainer(tmp_path, callbacks=[callback])
+    seen = []
+    trainer.model.register_forward_pre_hook(
+        lambda module, args, kwargs: seen.append(kwargs["dag_weights"]), with_kwargs=True
+    )
+    trainer.train()
+    assert seen == [callback.weights_at(0), callback.weights_at(1)]
+    assert trainer.model.config.dag_weights == (0.0, 0.0, 0.0)
+
+
+def test_dag_callback_refuses_a_trainer_that_does_not_pass_the_weights(tmp_path):
+    from transformers import Trainer
+
+    args = TrainingArguments(str(tmp_path), max_steps=2, report_to="none", use_cpu=True, disable_tqdm=True)
+    trainer = Trainer(
+        model=tiny_model(),
+        args=args,
+        train_dataset=four_examples(),
+        data_collator=default_data_collator,
+        callbacks=[DagLossCallback(weights=DAG_WEIGHTS)],
+    )
+    with pytest.raises(RuntimeError, match="PldrTrainer"):
+        trainer.train()
 
 
 def test_trainer_can_monitor_dag_values_without_regularising(tmp_path):

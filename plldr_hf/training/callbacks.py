@@ -1,9 +1,11 @@
 """Trainer callbacks for PLDR-LLM training: the DAG-weight schedule, clipping by value, and step timing.
 
-The DAG regulariser itself is computed by the model's forward (`PldrllmForCausalLM`, weights in the config fields
-`dag_weight_a_lm`, `dag_weight_a_p`, `dag_weight_g_lm`); callbacks only set those weights and measure. A callback
-cannot put values into `state.log_history` or the reporting integrations (they run before user callbacks,
-its `on_log` cannot add values to the log), so the logging of the DAG components is done by `plldr_hf.training.trainer.PldrTrainer`.
+The DAG regulariser itself is computed by the model's forward (`PldrllmForCausalLM`: `loss = lm_loss + dag_loss`,
+weights from the config fields `dag_weight_a_lm`, `dag_weight_a_p`, `dag_weight_g_lm` or the `dag_weights`
+argument of each call). `DagLossCallback` holds a schedule of those weights; `PldrTrainer` passes the scheduled
+weights into every forward call, so the config is never changed by training. A callback cannot put values into
+`state.log_history` or the reporting integrations (they run before user callbacks), so the logging of the DAG
+components is done by `plldr_hf.training.trainer.PldrTrainer` too.
 """
 
 from __future__ import annotations
@@ -48,22 +50,23 @@ def _check_weights(weights: Sequence[float]) -> tuple[float, float, float]:
 
 
 class DagLossCallback(TrainerCallback):
-    """Turns the DAG regulariser on and schedules its weights.
+    """Turns the DAG regulariser on and schedules its weights, with `PldrTrainer`.
 
-    Before every optimizer step the model config's `dag_weight_a_lm`, `dag_weight_a_p`, `dag_weight_g_lm` are set
-    to `weights × factor(step)`, where `step` is the number of completed optimizer steps and
+    Every forward call of training and evaluation gets `dag_weights = weights × factor(step)` from `PldrTrainer`,
+    where `step` is the number of completed optimizer steps and
 
         factor(step) = 0                                          for step < start_step
                        min(1, (step − start_step + 1) / warmup_steps)   otherwise (1 when warmup_steps == 0).
 
-    The schedule depends only on `state.global_step`, so a resumed run continues it exactly. Works with a PEFT
-    model (the base config is updated) and under DDP (every process sets its own copy).
+    The schedule depends only on `state.global_step`, so a resumed run continues it exactly; the model config is not
+    changed. Works with a PEFT model and under DDP / FSDP (every process passes the same weights). With a Trainer
+    that does not pass the weights, training stops at the first step with an error naming `PldrTrainer`.
 
     Args:
-        weights: target weights (A_LM, A_P, G_LM); None keeps the weights already in the model config.
+        weights: target weights (A_LM, A_P, G_LM); None: the weights in the model config.
         warmup_steps: length of the linear ramp to the target weights (0: constant).
         start_step: optimizer steps with the DAG term off before the ramp starts.
-        form: optionally set `config.dag_loss_form` (`"log_ratio"` or `"notears"`).
+        form: optionally set `config.dag_loss_form` (`"log_ratio"` or `"notears"`) at the start of training.
 
     Example:
 
@@ -92,6 +95,8 @@ class DagLossCallback(TrainerCallback):
         self.warmup_steps = warmup_steps
         self.start_step = start_step
         self.form = form
+        # set by the trainer that passes the weights into the forward calls (PldrTrainer)
+        self.applied = False
 
     def factor(self, step: int) -> float:
         if step < self.start_step:
@@ -105,11 +110,6 @@ class DagLossCallback(TrainerCallback):
             raise ValueError("DagLossCallback: no target weights yet (they are read from the model at train begin)")
         factor = self.factor(step)
         return tuple(w * factor for w in self.weights)
-
-    def _apply(self, model, step: int) -> None:
-        config = dag_config(model)
-        for name, value in zip(DAG_WEIGHT_FIELDS, self.weights_at(step)):
-            setattr(config, name, value)
 
     def on_train_begin(self, args, state, control, model=None, **kwargs):
         config = dag_config(model)
@@ -128,10 +128,13 @@ class DagLossCallback(TrainerCallback):
             self.weights = _check_weights([getattr(config, name) for name in DAG_WEIGHT_FIELDS])
         if self.form is not None:
             config.dag_loss_form = self.form
-        self._apply(model, state.global_step)
 
-    def on_step_begin(self, args, state, control, model=None, **kwargs):
-        self._apply(model, state.global_step)
+    def on_step_end(self, args, state, control, **kwargs):
+        if not self.applied:
+            raise RuntimeError(
+                "DagLossCallback: the trainer did not pass the scheduled DAG weights into the model; train with "
+                "plldr_hf.training.trainer.PldrTrainer, or set the weights in the model config without the callback"
+            )
 
 
 class ClipGradValueCallback(TrainerCallback):

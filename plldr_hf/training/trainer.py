@@ -1,20 +1,27 @@
-"""`PldrTrainer`: a `transformers.Trainer` that logs the model's auxiliary losses and keeps `use_cache` on save.
+"""`PldrTrainer`: a `transformers.Trainer` that passes the scheduled DAG weights, logs the model's auxiliary losses
+and keeps `use_cache` on save.
 
 What it adds to the stock Trainer:
 
-- **Logging.** PLDR-LLM returns the cross-entropy `lm_loss` and the unweighted DAG values `dag_losses`
-  (A_LM, A_P, G_LM) next to `loss`. They are accumulated over the micro-batches and processes exactly like the
-  Trainer accumulates `loss`, and merged in `log()` before `super().log()`, so they reach `state.log_history`
-  and every reporting integration (TensorBoard, ...) as `lm_loss`, `dag_a_lm`, `dag_a_p`, `dag_g_lm`, with the
-  current weights `dag_weight_a_lm`, `dag_weight_a_p`, `dag_weight_g_lm`. Evaluation adds `eval_lm_loss` and
-  `eval_dag_*`, so perplexity is `exp(eval_lm_loss)` even when `eval_loss` includes the DAG term.
+- **DAG weights per call.** With a `DagLossCallback`, every forward call of training and evaluation gets that
+  step's `dag_weights`; the model config is never changed. `log_dag_losses=True` asks for the DAG values with
+  weights 0 (monitoring only).
+- **Logging.** PLDR-LLM returns the cross-entropy `lm_loss` and the DAG values `dag_losses` (A_LM, A_P, G_LM),
+  both averaged over this batch's label tokens. They are summed as token totals (`lm_loss` × the label tokens it
+  was divided by, `dag_losses` × this batch's label tokens) over the micro-batches and processes of the logging
+  window, and logged as token means: `lm_loss`, `dag_a_lm`, `dag_a_p`, `dag_g_lm`, with the weights
+  `dag_weight_a_lm`, `dag_weight_a_p`, `dag_weight_g_lm`; evaluation adds `eval_lm_loss` and `eval_dag_*`, so
+  perplexity is `exp(eval_lm_loss)` even when `eval_loss` includes the DAG term. Only the public meaning of
+  `num_items_in_batch` (the label tokens of the whole accumulated, all-process batch) is used, not Trainer's own
+  loss scaling.
 - **`use_cache`.** Trainer writes `config.use_cache = args.use_cache` (False by default) into every saved
   config; the value the model had before is restored for saving (the released PLDR-LLM config has `true`).
 - **Weight decay on every parameter** (`decay_all_parameters=True`), as in the reference recipe
-  (the reference code, github.com/burcgokden/PLDR-LLM-Self-Organized-Criticality); the stock Trainer exempts biases and LayerNorm weights.
+  (github.com/burcgokden/PLDR-LLM-Self-Organized-Criticality); the stock Trainer exempts biases and LayerNorm
+  weights.
 
-The gradient scaling of the DAG term under gradient accumulation and DDP is done by the model (token fraction with
-`num_items_in_batch`), not here; any Trainer trains PLDR-LLM correctly, this one only reports more.
+The weighting of the DAG term under gradient accumulation and DDP is done by the model (label tokens over
+`num_items_in_batch`, like the cross-entropy), not here.
 """
 
 from __future__ import annotations
@@ -22,7 +29,7 @@ from __future__ import annotations
 import torch
 from transformers import Trainer
 
-from plldr_hf.training.callbacks import DAG_WEIGHT_FIELDS, dag_config
+from plldr_hf.training.callbacks import DAG_WEIGHT_FIELDS, DagLossCallback, dag_config
 
 
 __all__ = ["PldrTrainer", "DAG_LOG_NAMES"]
@@ -32,32 +39,30 @@ DAG_LOG_NAMES = ("dag_a_lm", "dag_a_p", "dag_g_lm")
 
 
 class _AuxAccumulator:
-    """Running sums of (lm_loss, dag A_LM, dag A_P, dag G_LM) with their weights, on the training device."""
+    """Token totals of the cross-entropy and of the three DAG values over a logging window, on the training device."""
 
     def __init__(self):
         self.reset()
 
     def reset(self):
-        self.lm_sum = None
-        self.lm_count = 0.0
-        self.dag_sum = None
-        self.dag_count = 0.0
-        # optimizer steps that contributed (all micro-batches of one step share `global_step`)
-        self.steps = set()
+        # [CE sum, label tokens], [DAG sums (3), label tokens]
+        self.lm = None
+        self.dag = None
 
-    def add_lm(self, value: torch.Tensor, weight: float = 1.0):
-        value = value.detach().float() * weight
-        self.lm_sum = value if self.lm_sum is None else self.lm_sum + value
-        self.lm_count += weight
+    @staticmethod
+    def _add(total, values):
+        values = values.detach().float()
+        return values if total is None else total + values.to(total.device)
 
-    def add_dag(self, values: torch.Tensor, weight: float = 1.0):
-        values = values.detach().float().reshape(-1) * weight
-        self.dag_sum = values if self.dag_sum is None else self.dag_sum + values
-        self.dag_count += weight
+    def add(self, lm_sum: torch.Tensor, dag_sums: torch.Tensor | None, tokens: torch.Tensor) -> None:
+        tokens = tokens.detach().float().reshape(1)
+        self.lm = self._add(self.lm, torch.cat([lm_sum.detach().float().reshape(1), tokens]))
+        if dag_sums is not None:
+            self.dag = self._add(self.dag, torch.cat([dag_sums.detach().float().reshape(3), tokens]))
 
     @property
     def empty(self) -> bool:
-        return self.lm_sum is None and self.dag_sum is None
+        return self.lm is None and self.dag is None
 
 
 class PldrTrainer(Trainer):
@@ -93,6 +98,7 @@ class PldrTrainer(Trainer):
         self.log_dag_losses = log_dag_losses
         super().__init__(*args, **kwargs)
         self._train_aux = _AuxAccumulator()
+        self._logged_weights = None
         self._eval_aux = _AuxAccumulator()
 
     def get_decay_parameter_names(self, model) -> list[str]:
@@ -100,90 +106,73 @@ class PldrTrainer(Trainer):
             return [name for name, _ in model.named_parameters()]
         return super().get_decay_parameter_names(model)
 
+    def dag_schedule(self) -> DagLossCallback | None:
+        """The `DagLossCallback` among this trainer's callbacks, if any."""
+        return next((cb for cb in self.callback_handler.callbacks if isinstance(cb, DagLossCallback)), None)
+
+    def current_dag_weights(self) -> tuple[float, float, float] | None:
+        """The DAG weights of this step: the schedule's, else the model config's (None for another model)."""
+        schedule = self.dag_schedule()
+        if schedule is not None and schedule.weights is not None:
+            return schedule.weights_at(self.state.global_step)
+        config = dag_config(self.model)
+        return None if config is None else tuple(float(getattr(config, name)) for name in DAG_WEIGHT_FIELDS)
+
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
-        config = dag_config(model)
-        if self.log_dag_losses and config is not None:
-            inputs = {**inputs, "output_dag_losses": True}
-        loss, outputs = super().compute_loss(model, inputs, return_outputs=True, num_items_in_batch=num_items_in_batch)
-        if isinstance(outputs, dict) and outputs.get("loss") is not None:
+        extra = {}
+        schedule = self.dag_schedule()
+        if schedule is not None and schedule.weights is not None:
+            extra["dag_weights"] = schedule.weights_at(self.state.global_step)
+            schedule.applied = True
+            if model.training:
+                # logged with the window's values: the weights of its last step
+                self._logged_weights = extra["dag_weights"]
+        if self.log_dag_losses and dag_config(model) is not None:
+            extra["output_dag_losses"] = True
+        loss, outputs = super().compute_loss(
+            model, {**inputs, **extra}, return_outputs=True, num_items_in_batch=num_items_in_batch
+        )
+        if isinstance(outputs, dict) and outputs.get("lm_loss") is not None:
             self._record(outputs, inputs, num_items_in_batch)
         return (loss, outputs) if return_outputs else loss
 
     def _record(self, outputs, inputs, num_items_in_batch) -> None:
-        lm_loss, dag_losses = outputs.get("lm_loss"), outputs.get("dag_losses")
-        if lm_loss is None and dag_losses is None:
-            return
-        if lm_loss is None:
-            lm_loss = outputs["loss"]
-        lm_value = lm_loss.detach().float() * self._loss_scale(num_items_in_batch)
-        if self.model.training:
-            # training_step divides by the accumulation steps unless the loss was normalised by num_items_in_batch
-            scaled_for_ga = self.loss_is_scaled_for_ga
-            if scaled_for_ga is None:
-                scaled_for_ga = (
-                    self.model_accepts_loss_kwargs and num_items_in_batch is not None
-                ) or self.compute_loss_func is not None
-            if not scaled_for_ga:
-                lm_value = lm_value / self.current_gradient_accumulation_steps
-            self._train_aux.add_lm(lm_value)
-            self._train_aux.steps.add(self.state.global_step)
-            if dag_losses is not None:
-                self._train_aux.add_dag(dag_losses)
-        else:
-            # evaluation averages per example, like the Trainer's eval_loss
-            batch_size = float(inputs["input_ids"].shape[0]) if "input_ids" in inputs else 1.0
-            self._eval_aux.add_lm(lm_value, batch_size)
-            if dag_losses is not None:
-                self._eval_aux.add_dag(dag_losses, batch_size)
+        labels, shift_labels = inputs.get("labels"), inputs.get("shift_labels")
+        targets = shift_labels if shift_labels is not None else labels[..., 1:]
+        tokens = (targets != -100).sum()  # the label tokens the model averaged this batch's lm_loss over
+        divisor = num_items_in_batch if num_items_in_batch is not None else tokens.clamp(min=1)
+        if isinstance(divisor, torch.Tensor):
+            divisor = divisor.to(outputs["lm_loss"].device)
+        lm_sum = outputs["lm_loss"].detach().float() * divisor
+        dag_losses = outputs.get("dag_losses")
+        dag_sums = None if dag_losses is None else dag_losses.detach().float() * tokens.to(dag_losses.device)
+        (self._train_aux if self.model.training else self._eval_aux).add(lm_sum, dag_sums, tokens)
 
-    def _loss_scale(self, num_items_in_batch) -> float:
-        # Trainer.compute_loss multiplies the loss by the number of processes when num_items_in_batch was summed
-        # over them (average_tokens_across_devices); it does so in place, so the factor cannot be read off the
-        # outputs and is recomputed here the same way
-        if (
-            self.args.average_tokens_across_devices
-            and (self.model_accepts_loss_kwargs or self.compute_loss_func)
-            and num_items_in_batch is not None
-        ):
-            if self.args.n_gpu > 1:
-                return float(self.args.n_gpu)
-            return float(self.accelerator.num_processes // self.get_tp_size())
-        return 1.0
-
-    def _reduce(self, aux: _AuxAccumulator) -> tuple[tuple[torch.Tensor, torch.Tensor], torch.Tensor]:
-        """Sums over processes of [lm_sum, lm_count] and [dag_sum (3), dag_count]; a collective on every rank."""
+    def _reduce(self, aux: _AuxAccumulator) -> tuple[torch.Tensor, torch.Tensor]:
+        """Sums over processes of [CE sum, tokens] and [DAG sums (3), tokens]; a collective on every rank."""
         device = self.args.device
-        lm = torch.zeros(2, device=device)
-        dag = torch.zeros(4, device=device)
-        if aux.lm_sum is not None:
-            lm[0], lm[1] = aux.lm_sum.to(device), aux.lm_count
-        if aux.dag_sum is not None:
-            dag[:3], dag[3] = aux.dag_sum.to(device), aux.dag_count
-        both = torch.cat([lm, dag])
+        both = torch.zeros(6, device=device)
+        if aux.lm is not None:
+            both[:2] = aux.lm.to(device)
+        if aux.dag is not None:
+            both[2:] = aux.dag.to(device)
         if self.accelerator.num_processes > 1:
             both = self.accelerator.reduce(both, reduction="sum")
-        return (both[0], both[1]), both[2:]
-
-    def _current_weights(self) -> dict[str, float]:
-        config = dag_config(self.model)
-        if config is None:
-            return {}
-        return {name: float(getattr(config, name)) for name in DAG_WEIGHT_FIELDS}
+        return both[:2], both[2:]
 
     def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
         # "loss" marks the periodic training log, which every process calls at the same step
         if "loss" in logs:
-            steps = max(1, len(self._train_aux.steps))
             if not self._train_aux.empty or self.accelerator.num_processes > 1:
-                (lm_sum, lm_count), dag = self._reduce(self._train_aux)
-                if lm_count > 0:
-                    # same normalisation as Trainer's "loss": mean over processes, per optimizer step
-                    logs["lm_loss"] = (lm_sum / self.accelerator.num_processes / steps).item()
+                lm, dag = self._reduce(self._train_aux)
+                if lm[1] > 0:
+                    logs["lm_loss"] = (lm[0] / lm[1]).item()
                 if dag[3] > 0:
-                    for name, value in zip(DAG_LOG_NAMES, (dag[:3] / dag[3]).tolist()):
-                        logs[name] = value
+                    logs.update(zip(DAG_LOG_NAMES, (dag[:3] / dag[3]).tolist()))
             self._train_aux.reset()
-            logs.update(self._current_weights())
+            weights = self._logged_weights or self.current_dag_weights()
+            if weights is not None:
+                logs.update(zip(DAG_WEIGHT_FIELDS, weights))
         super().log(logs, start_time)
 
     def evaluation_loop(
@@ -199,9 +188,9 @@ class PldrTrainer(Trainer):
         )
         if self._eval_aux.empty and self.accelerator.num_processes == 1:
             return output
-        (lm_sum, lm_count), dag = self._reduce(self._eval_aux)
-        if lm_count > 0:
-            output.metrics[f"{metric_key_prefix}_lm_loss"] = (lm_sum / lm_count).item()
+        lm, dag = self._reduce(self._eval_aux)
+        if lm[1] > 0:
+            output.metrics[f"{metric_key_prefix}_lm_loss"] = (lm[0] / lm[1]).item()
         if dag[3] > 0:
             for name, value in zip(DAG_LOG_NAMES, (dag[:3] / dag[3]).tolist()):
                 output.metrics[f"{metric_key_prefix}_{name}"] = value

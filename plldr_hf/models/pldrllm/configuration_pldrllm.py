@@ -126,7 +126,7 @@ class PldrllmConfig(PreTrainedConfig):
     # the base config maps `rope_scaling` to `rope_parameters` (a property); the released format stores plain
     # `rope_theta` / `rope_scaling` fields, so shadow the property with a plain attribute
     rope_scaling = None
-    keys_to_ignore_at_inference = ["past_key_values", "cache", "pldr_attentions", "lm_loss", "dag_losses"]
+    keys_to_ignore_at_inference = ["past_key_values", "cache", "pldr_attentions", "lm_loss", "dag_loss", "dag_losses"]
 
     def __init__(
         self,

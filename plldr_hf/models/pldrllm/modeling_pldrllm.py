@@ -158,21 +158,27 @@ class PldrllmModelOutput(BaseModelOutputWithPast):
     `pldr_attentions[l]` is `(A, A_LM, A_P, G_LM)` of layer l, each (B or 1, H, d, d), when requested with
     `output_pldr_attentions=True`; `dag_losses` (N, 3) holds the DAG values of (A_LM, A_P, G_LM) per sequence (N =
     B, or the number of sequences of a packed batch),
-    averaged over layers and heads, when they were computed.
+    averaged over layers and heads, when they were computed; `sequence_ids` (B, S) is, for a packed batch, the
+    sequence of each position (the rows of `dag_losses` are those sequences in (row, sequence) order), else None.
     """
 
     pldr_attentions: tuple[tuple[torch.FloatTensor, ...], ...] | None = None
     dag_losses: torch.FloatTensor | None = None
+    sequence_ids: torch.LongTensor | None = None
 
 
 @dataclass
 class PldrllmCausalLMOutput(CausalLMOutputWithPast):
-    """Output of `PldrllmForCausalLM`: `loss = lm_loss + Σ weight·dag_losses` (token-weighted under Trainer), with
-    the cross-entropy `lm_loss` and the unweighted `dag_losses` (3,) of (A_LM, A_P, G_LM), averaged over layers,
-    batch items and heads, also returned."""
+    """Output of `PldrllmForCausalLM`, with labels: `loss = lm_loss + dag_loss`, the cross-entropy `lm_loss` and the
+    DAG term `dag_loss` normalised alike (summed over label tokens, divided by `num_items_in_batch` when given, else
+    by this batch's label tokens): dag_loss = Σ_i n_i·(w·dag_i) / N for sequences i with n_i label tokens and
+    weights w (A_LM, A_P, G_LM). `dag_losses` (3,) is the unweighted value per tensor averaged over layers and heads
+    and over sequences weighted by n_i (without labels: plain mean over sequences), so that
+    loss = lm_loss + w·dag_losses when `num_items_in_batch` is not given. As Mixtral returns its router `aux_loss`."""
 
     pldr_attentions: tuple[tuple[torch.FloatTensor, ...], ...] | None = None
     lm_loss: torch.FloatTensor | None = None
+    dag_loss: torch.FloatTensor | None = None
     dag_losses: torch.FloatTensor | None = None
 
 
@@ -721,6 +727,7 @@ class PldrllmModel(PldrllmPreTrainedModel):
             attentions=all_attentions,
             pldr_attentions=all_pldr,
             dag_losses=dag_losses,
+            sequence_ids=segment_ids if dag_losses is not None else None,
             **{CACHE_NAME: past_key_values},
         )
         return output if return_dict else output.to_tuple()
@@ -792,6 +799,7 @@ class PldrllmForCausalLM(PldrllmPreTrainedModel, GenerationMixin):
         output_pldr_attentions: bool | None = None,
         cache_first_G: bool | None = None,
         output_dag_losses: bool | None = None,
+        dag_weights: tuple[float, float, float] | None = None,
         return_dict: bool | None = None,
         logits_to_keep: int | torch.Tensor = 0,
         cache: Cache | None = None,
@@ -803,10 +811,9 @@ class PldrllmForCausalLM(PldrllmPreTrainedModel, GenerationMixin):
         # labels already shifted by the caller (sequence / context parallelism splits the sequence before shifting)
         shift_labels = kwargs.pop("shift_labels", None)
         has_labels = labels is not None or shift_labels is not None
-        weights = cfg.dag_weights
+        weights = cfg.dag_weights if dag_weights is None else tuple(float(w) for w in dag_weights)
+        # the one decision whether the DAG term enters the loss; the decoder computes the values when asked
         use_dag = has_labels and any(w > 0 for w in weights) and not cfg.has_fixed_G
-        if output_dag_losses is None:
-            output_dag_losses = use_dag
         outputs = self.decoder(
             input_ids=input_ids,
             attention_mask=attention_mask,
@@ -818,7 +825,7 @@ class PldrllmForCausalLM(PldrllmPreTrainedModel, GenerationMixin):
             output_hidden_states=output_hidden_states,
             output_pldr_attentions=output_pldr_attentions,
             cache_first_G=cache_first_G,
-            output_dag_losses=output_dag_losses or use_dag,
+            output_dag_losses=use_dag or bool(output_dag_losses),
             return_dict=True,
             **kwargs,
         )
@@ -826,7 +833,9 @@ class PldrllmForCausalLM(PldrllmPreTrainedModel, GenerationMixin):
         slice_indices = slice(-logits_to_keep, None) if isinstance(logits_to_keep, int) else logits_to_keep
         logits = self.final_layer(hidden_states[:, slice_indices, :])
 
-        loss = lm_loss = None
+        loss = lm_loss = dag_loss = None
+        per_sequence = outputs.dag_losses  # (N, 3) or None
+        dag_losses = None if per_sequence is None else per_sequence.mean(0)
         if has_labels:
             lm_loss = self.loss_function(
                 logits=logits,
@@ -835,29 +844,20 @@ class PldrllmForCausalLM(PldrllmPreTrainedModel, GenerationMixin):
                 num_items_in_batch=num_items_in_batch,
                 shift_labels=shift_labels,
             )
-            loss = lm_loss
-            if use_dag and outputs.dag_losses is not None:
-                per_sequence = outputs.dag_losses @ outputs.dag_losses.new_tensor(weights)  # (N,) sequences
-                if num_items_in_batch is None:
-                    dag_term = per_sequence.mean()
-                else:
-                    # Trainer sums micro-batch losses (gradient accumulation) and scales by the world size (DDP);
-                    # weighting each sequence by its share of the batch's label tokens, like the CE, keeps the DAG
-                    # gradient independent of how the batch is split
-                    if shift_labels is not None:
-                        targets = shift_labels
-                    else:
-                        targets = F.pad(labels[..., 1:], (0, 1), value=-100)
-                    counted = targets != -100  # (B, S): position s predicts a label token
-                    if per_sequence.shape[0] != counted.shape[0]:
-                        # a packed batch: count each packed sequence's label tokens
-                        segments, count = packed_segment_ids(position_ids.expand(counted.shape[0], -1))
-                        member = F.one_hot(segments, count) * counted[..., None]  # (B, S, K)
-                        tokens = member.sum(1)[present_segments(segments, count)]
-                    else:
-                        tokens = counted.sum(-1)
-                    dag_term = (per_sequence * tokens.to(per_sequence.dtype)).sum() / num_items_in_batch
-                loss = lm_loss + dag_term.to(lm_loss.dtype)
+            if per_sequence is not None:
+                tokens = self._label_tokens_per_sequence(labels, shift_labels, outputs.sequence_ids)
+                tokens = tokens.to(per_sequence.dtype)  # (N,)
+                dag_losses = (per_sequence * tokens[:, None]).sum(0) / tokens.sum().clamp(min=1)
+            if use_dag:
+                # Trainer sums micro-batch losses (gradient accumulation) and scales by the world size (DDP);
+                # weighting each sequence by its label tokens over the same N as the CE keeps the DAG gradient
+                # independent of how the batch is split
+                total = tokens.sum().clamp(min=1) if num_items_in_batch is None else num_items_in_batch
+                dag_loss = (per_sequence @ per_sequence.new_tensor(weights) * tokens).sum() / total
+                loss = lm_loss + dag_loss.to(lm_loss.dtype)
+            else:
+                # a tensor of its own: Trainer scales the loss in place (DDP), which must not reach `lm_loss`
+                loss = lm_loss.clone()
 
         output = PldrllmCausalLMOutput(
             loss=loss,
@@ -865,11 +865,24 @@ class PldrllmForCausalLM(PldrllmPreTrainedModel, GenerationMixin):
             hidden_states=outputs.hidden_states,
             attentions=outputs.attentions,
             pldr_attentions=outputs.pldr_attentions,
-            lm_loss=lm_loss if use_dag else None,
-            dag_losses=outputs.dag_losses.mean(0) if output_dag_losses and outputs.dag_losses is not None else None,
+            lm_loss=lm_loss,
+            dag_loss=dag_loss,
+            dag_losses=dag_losses,
             **{CACHE_NAME: outputs[CACHE_NAME] if CACHE_NAME in outputs else None},
         )
         return output if return_dict else output.to_tuple()
+
+    @staticmethod
+    def _label_tokens_per_sequence(labels, shift_labels, sequence_ids) -> torch.Tensor:
+        """Label tokens of each sequence, in the order of the decoder's `dag_losses` rows: (B,), or (N,) for the
+        sequences of a packed batch (`sequence_ids`)."""
+        targets = shift_labels if shift_labels is not None else F.pad(labels[..., 1:], (0, 1), value=-100)
+        counted = targets != -100  # (B, S): position s predicts a label token
+        if sequence_ids is None:
+            return counted.sum(-1)
+        count = int(sequence_ids.max()) + 1
+        member = F.one_hot(sequence_ids, count) * counted[..., None]  # (B, S, K)
+        return member.sum(1)[present_segments(sequence_ids, count)]
 
     def collapse(
         self,

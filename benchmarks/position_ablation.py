@@ -36,7 +36,7 @@ import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
-from plldr_hf.training.recipes import POSITION_VARIANTS
+from plldr_hf.models.agf.position_encodings import POSITION_VARIANTS
 
 
 VARIANTS = {name: fields for name, (_, fields) in POSITION_VARIANTS.items()}

@@ -4,6 +4,7 @@ Nothing here imports torch, transformers or `plldr_hf`: the parser is built with
 """
 
 import argparse
+import importlib.util
 import sys
 from pathlib import Path
 
@@ -71,3 +72,19 @@ def fail(command: str, message: str) -> int:
     """Print `plldr-hf COMMAND: error: MESSAGE` on one line; the exit status of a usage mistake."""
     print(f"plldr-hf {command}: error: {' '.join(str(message).split())}", file=sys.stderr)
     return 2
+
+
+def load_light_module(name: str):
+    """A module of `plldr_hf` that imports only the standard library (run options, the names of the position
+    encodings), without running `plldr_hf/__init__.py`, which imports torch: `--help` and usage errors stay fast.
+    The file is loaded by path and registered under its own name, so the package imported later uses this same
+    module (and its classes)."""
+    if name in sys.modules:
+        return sys.modules[name]
+    package = importlib.util.find_spec("plldr_hf")  # finds the package without importing it
+    path = Path(package.submodule_search_locations[0], *name.split(".")[1:]).with_suffix(".py")
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module

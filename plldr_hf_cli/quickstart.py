@@ -59,7 +59,7 @@ class QuickstartPlan:
     agf_beams: int
     decode_new_tokens: int
     time_limited: bool
-    # the translator's position handling, a key of `seq2seq.POSITION_VARIANTS`. The paper's vanilla baseline by default: at this CPU
+    # the translator's position handling, a key of `position_encodings.POSITION_VARIANTS`. The paper's vanilla baseline by default: at this CPU
     # budget (≈ 2,000 steps) it is the variant that learns to translate (BLEU ≥ 12), while AGF + PCM-V is still far
     # behind (README, position ablation); `--translator agf+pcmv` trains the AGF model instead
     translator: str = "sinusoidal"
@@ -245,8 +245,9 @@ def example_rows(dataset, hypotheses: list[str], count: int = 4, words: tuple[in
 
 def run_agf(plan: QuickstartPlan, out: Path, deadline: Deadline) -> dict:
     from plldr_hf.models.agf.plots import coefficient_change, plot_coefficient_curves
+    from plldr_hf.models.agf.position_encodings import POSITION_VARIANTS
     from plldr_hf.plots import plot_loss_curves
-    from plldr_hf.training.recipes import POSITION_VARIANTS, translation_training_arguments
+    from plldr_hf.training.recipes import translation_training_arguments
     from plldr_hf.training.seq2seq import train_translation
 
     run_dir = out / "agf"
@@ -472,7 +473,7 @@ def run_quickstart(
 ) -> dict:
     import transformers
 
-    from plldr_hf.training.recipes import POSITION_VARIANTS
+    from plldr_hf.models.agf.position_encodings import POSITION_VARIANTS
 
     plan = QuickstartPlan.for_minutes(minutes)
     if translator is not None:

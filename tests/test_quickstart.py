@@ -79,7 +79,7 @@ def test_one_clock_passes_unused_time_on():
 
 def test_translator_choices_match_the_plan():
     from plldr_hf.cli import build_parser
-    from plldr_hf.training.recipes import POSITION_VARIANTS
+    from plldr_hf.models.agf.position_encodings import POSITION_VARIANTS
     from plldr_hf_cli.quickstart import run_quickstart
 
     parser = build_parser()

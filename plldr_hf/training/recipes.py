@@ -10,8 +10,8 @@ PLDR-LLM:
 
 AGF translation Transformer:
 
-- `MODEL_SIZES` / `build_agf_config` (sizes `tiny`, `small`, `base`), `POSITION_VARIANTS` (the named position
-  encodings of the paper's comparison);
+- `MODEL_SIZES` / `build_agf_config` (sizes `tiny`, `small`, `base`); the named position variants of the paper's
+  comparison are `plldr_hf.models.agf.position_encodings.POSITION_VARIANTS`;
 - `translation_training_arguments` — Adam (β₂ 0.98, ε 1e-9), inverse-square-root decay after a linear warm-up
   (Vaswani et al., arXiv 1706.03762, §5).
 
@@ -34,7 +34,6 @@ if TYPE_CHECKING:
 __all__ = [
     "SIZES",
     "MODEL_SIZES",
-    "POSITION_VARIANTS",
     "bf16_available",
     "build_agf_config",
     "llama_config_like",
@@ -127,19 +126,6 @@ MODEL_SIZES: dict[str, dict[str, Any]] = {
     "base": dict(d_model=512, encoder_layers=3, decoder_layers=3, encoder_attention_heads=8,
                  decoder_attention_heads=8, encoder_ffn_dim=2048, decoder_ffn_dim=2048),
 }  # fmt: skip
-
-
-# named position variants of the family (the AGF paper's comparison): label and the `AgfConfig` fields that make
-# them; used by the quickstart's `--translator` and the position ablation
-POSITION_VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
-    "sinusoidal": ("sinusoidal (vanilla)", dict(position_encoding="sinusoidal")),
-    "rope": ("RoPE", dict(position_encoding="rope")),
-    "alibi": ("ALiBi", dict(position_encoding="alibi")),
-    "kerple_log": ("KERPLE-log", dict(position_encoding="kerple_log")),
-    "t5": ("T5 bias", dict(position_encoding="t5")),
-    "agf": ("AGF", dict(position_encoding="agf")),
-    "agf+pcmv": ("AGF + PCM-V", dict(position_encoding="agf", pcmv=True)),
-}
 
 
 def bf16_available() -> bool:

@@ -53,7 +53,8 @@ from plldr_hf.models.agf import AgfForConditionalGeneration
 from plldr_hf.training.checkpoints import resolve_checkpoint
 from plldr_hf.training.corpus import load_translation_dataset, take_subset
 from plldr_hf.training.preprocessing import preprocess_translation
-from plldr_hf.training.recipes import MODEL_SIZES, POSITION_VARIANTS, build_agf_config, translation_training_arguments
+from plldr_hf.models.agf.position_encodings import POSITION_VARIANTS
+from plldr_hf.training.recipes import MODEL_SIZES, build_agf_config, translation_training_arguments
 from plldr_hf.training.tokenizers import train_joint_tokenizer
 
 

@@ -1,5 +1,7 @@
 """`plldr-hf quickstart`: the main job on the embedded data (see `plldr_hf_cli/quickstart.py`)."""
 
+from plldr_hf_cli.arguments import load_light_module
+
 
 def register(subparsers) -> None:
     parser = subparsers.add_parser(
@@ -17,8 +19,7 @@ def register(subparsers) -> None:
     )
     parser.add_argument(
         "--translator",
-        # plldr_hf.training.seq2seq.POSITION_VARIANTS (a copy, so that --help needs no transformers import)
-        choices=("sinusoidal", "rope", "alibi", "kerple_log", "t5", "agf", "agf+pcmv"),
+        choices=tuple(load_light_module("plldr_hf.models.agf.position_encodings").POSITION_VARIANTS),
         help="position handling of the translator [sinusoidal: the one that learns to translate in 10 CPU minutes]",
     )
     parser.set_defaults(func=run)

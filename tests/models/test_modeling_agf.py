@@ -17,10 +17,12 @@ from transformers.modeling_outputs import BaseModelOutput
 import plldr_hf
 from plldr_hf import AgfConfig, AgfForConditionalGeneration, AgfModel
 from plldr_hf.models.agf import modeling_agf as agf
+from plldr_hf.models.agf import positions as agf_positions
 from tests.utils import (
     BOS,
     EOS,
     PAD,
+    REPO_ROOT,
     assert_close,
     assert_generate_cache_equals_no_cache,
     assert_padded_generation_equals_rows_alone,
@@ -84,7 +86,7 @@ def left_padded_source() -> tuple[torch.Tensor, torch.Tensor]:
     return input_ids, (input_ids != PAD).long()
 
 
-def init_agf_module(module: agf.AgfPositionCoefficient) -> agf.AgfPositionCoefficient:
+def init_agf_module(module: agf_positions.AgfPositionCoefficient) -> agf_positions.AgfPositionCoefficient:
     with torch.no_grad():
         for name, value in module.initial_values().items():
             getattr(module, name).copy_(value)
@@ -183,8 +185,8 @@ def _reference_attention(q, k, v, keep, scaling, coefficient=None, bias=None, va
     return (probs @ v).transpose(1, 2)
 
 
-def _independent_agf_coefficient(module: agf.AgfPositionCoefficient, delta: torch.Tensor) -> torch.Tensor:
-    """c_h(δ) = Base·(1 + |δ|/r)^(−k)·A(δ) written directly from the spec (agf.md §3.2–3.3), (B, H, Lq, Lk)."""
+def _independent_agf_coefficient(module: agf_positions.AgfPositionCoefficient, delta: torch.Tensor) -> torch.Tensor:
+    """c_h(δ) = Base·(1 + |δ|/r)^(−k)·A(δ) written directly from the spec (arXiv 2603.04805), (B, H, Lq, Lk)."""
     heads = module.num_heads
     out = torch.ones(delta.shape[0], heads, *delta.shape[-2:], dtype=torch.float64)
     for h in range(heads):
@@ -214,13 +216,15 @@ def _independent_agf_coefficient(module: agf.AgfPositionCoefficient, delta: torc
 def test_eager_agf_matches_independent_formula(pcmv, directional):
     q, k, v, keep, q_pos, k_pos = _attention_inputs()
     options = {"directional": directional, "learn_base": True, "amplitude_max_distance": 3}
-    module = agf.AgfPositionCoefficient(4, 8, **options)
-    value_module = agf.AgfPositionCoefficient(4, 8, **options)
+    module = agf_positions.AgfPositionCoefficient(4, 8, **options)
+    value_module = agf_positions.AgfPositionCoefficient(4, 8, **options)
     for param in [*module.parameters(), *value_module.parameters()]:
         torch.nn.init.normal_(param, std=0.7)
     log_c = module.log_coefficient_term()
     value_log_c = {"off": None, "shared": log_c, "separate": value_module.log_coefficient_term()}[pcmv]
-    terms = agf.AttentionPositionTerms(q_pos, k_pos, log_coefficient=log_c, value_log_coefficient=value_log_c)
+    terms = agf_positions.AttentionPositionTerms(
+        agf_positions.PositionContext(q_pos, k_pos), log_coefficient=log_c, value_log_coefficient=value_log_c
+    )
     out, weights = agf.eager_attention_forward(_Stub(), q, k, v, keep, 8**-0.5, position_terms=terms)
 
     delta = q_pos[:, None, :, None] - k_pos[:, None, None, :]
@@ -243,7 +247,9 @@ def test_masks_are_applied_after_the_coefficient():
     # masked keys at exactly zero weight whatever c is
     q, k, v, keep, q_pos, k_pos = _attention_inputs()
     float_mask = torch.zeros(keep.shape).masked_fill(~keep, torch.finfo(torch.float32).min)
-    terms = agf.AttentionPositionTerms(q_pos, k_pos, log_coefficient=lambda head, delta: 30.0 + 0.0 * delta)
+    terms = agf_positions.AttentionPositionTerms(
+        agf_positions.PositionContext(q_pos, k_pos), log_coefficient=lambda head, delta: 30.0 + 0.0 * delta
+    )
     for mask in (keep, float_mask):
         out, weights = agf.eager_attention_forward(_Stub(), q, k, v, mask, 8**-0.5, position_terms=terms)
         assert torch.isfinite(out).all()
@@ -252,10 +258,10 @@ def test_masks_are_applied_after_the_coefficient():
 
 def test_fully_masked_rows_give_zero_output_and_finite_gradients():
     q, k, v, keep, q_pos, k_pos = _attention_inputs()
-    module = init_agf_module(agf.AgfPositionCoefficient(4, 8))
+    module = init_agf_module(agf_positions.AgfPositionCoefficient(4, 8))
     q.requires_grad_(True)
-    terms = agf.AttentionPositionTerms(
-        q_pos, k_pos, module.log_coefficient_term(), None, module.log_coefficient_term()
+    terms = agf_positions.AttentionPositionTerms(
+        agf_positions.PositionContext(q_pos, k_pos), module.log_coefficient_term(), None, module.log_coefficient_term()
     )
     out, _ = agf.eager_attention_forward(_Stub(), q, k, v, keep, 8**-0.5, position_terms=terms)
     out.sum().backward()
@@ -264,7 +270,7 @@ def test_fully_masked_rows_give_zero_output_and_finite_gradients():
 
 
 def test_agf_init_and_radius_floor():
-    module = init_agf_module(agf.AgfPositionCoefficient(8, 4, min_radius=0.05, learn_base=True))
+    module = init_agf_module(agf_positions.AgfPositionCoefficient(8, 4, min_radius=0.05, learn_base=True))
     radius = F.softplus(module.radius_raw) + module.min_radius
     assert_close("spread radius", torch.logspace(0, math.log10(64), 8)[:, None].expand(8, 2), radius, atol=1e-4)
     assert_close(
@@ -286,18 +292,18 @@ def test_agf_init_and_radius_floor():
 
 
 def test_alibi_slopes():
-    assert agf.alibi_slopes(8) == [2.0 ** (-i) for i in range(1, 9)]
+    assert agf_positions.alibi_slopes(8) == [2.0 ** (-i) for i in range(1, 9)]
     # not a power of two: the 4 slopes of H = 4, then every other slope of H = 8
-    assert agf.alibi_slopes(6) == [2.0**-2, 2.0**-4, 2.0**-6, 2.0**-8, 2.0**-1, 2.0**-3]
+    assert agf_positions.alibi_slopes(6) == [2.0**-2, 2.0**-4, 2.0**-6, 2.0**-8, 2.0**-1, 2.0**-3]
 
 
 def test_t5_buckets_match_hand_computed_table():
-    # rho = key - query; 32 buckets, max distance 128 (values computed by hand from agf.md §5.3)
+    # rho = key - query; 32 buckets, max distance 128 (values computed by hand from the T5 bucket function)
     rho = torch.tensor([0, -1, 1, -7, -8, -20, -200, 20, 200])
-    bidirectional = agf.t5_relative_position_bucket(rho, True, 32, 128)
+    bidirectional = agf_positions.t5_relative_position_bucket(rho, True, 32, 128)
     assert bidirectional.tolist() == [0, 1, 17, 7, 8, 10, 15, 26, 31]
     rho = torch.tensor([0, -1, 3, -15, -16, -20, -200])
-    causal = agf.t5_relative_position_bucket(rho, False, 32, 128)
+    causal = agf_positions.t5_relative_position_bucket(rho, False, 32, 128)
     assert causal.tolist() == [0, 1, 0, 15, 16, 17, 31]
 
 
@@ -327,13 +333,15 @@ def _independent_bias(kind: str, module, delta: torch.Tensor) -> torch.Tensor:
 @pytest.mark.parametrize("kind", ["alibi", "kerple_power", "kerple_log", "t5"])
 def test_bias_baselines_match_independent_formula(kind):
     config = tiny_agf_config(position_encoding=kind)
-    module = agf.build_position_module(config, 4, 8, causal=False)
+    module = agf_positions.position_modules(config, 4, causal=False)[0]
     for param in module.parameters():
         torch.nn.init.uniform_(param, -0.5, 2.5)  # also exercises the KERPLE clamps on both sides
     q, k, v, keep, q_pos, k_pos = _attention_inputs(kv_len=40, q_len=30)
     k_pos = k_pos * 3  # distances up to ~120 reach the logarithmic T5 buckets
     q_pos = q_pos * 3
-    terms = agf.AttentionPositionTerms(q_pos, k_pos, bias=module.bias_term("cpu"))
+    terms = agf_positions.AttentionPositionTerms(
+        agf_positions.PositionContext(q_pos, k_pos), bias=module.bias_term("cpu")
+    )
     head, delta = terms.grid(4)
     expected = _independent_bias(kind, module, delta)
     assert_close(f"{kind} bias", expected, terms.bias(head, delta), atol=1e-5)
@@ -344,7 +352,7 @@ def test_bias_baselines_match_independent_formula(kind):
 def test_rope_matches_complex_rotation_and_is_relative():
     states = torch.randn(2, 4, 6, 8)
     positions = torch.tensor([[0, 1, 2, 3, 4, 5], [3, 4, 5, 6, 7, 8]])
-    rotated = agf.apply_rotary(states, positions, 10000.0)
+    rotated = agf_positions.apply_rotary(states, *agf_positions.rotary_cos_sin(positions, 8, 10000.0))
     pairs = torch.view_as_complex(states.double().reshape(2, 4, 6, 4, 2).contiguous())
     theta = 10000.0 ** (-torch.arange(0, 8, 2, dtype=torch.float64) / 8)
     phase = torch.polar(torch.ones(2, 1, 6, 4, dtype=torch.float64), positions[:, None, :, None] * theta)
@@ -352,14 +360,18 @@ def test_rope_matches_complex_rotation_and_is_relative():
     assert_close("rope", expected, rotated)
     # q·k depends only on m − n: shifting every position leaves the logits unchanged
     q, k = states, torch.randn(2, 4, 6, 8)
-    logits = agf.apply_rotary(q, positions, 1e4) @ agf.apply_rotary(k, positions, 1e4).transpose(-1, -2)
-    shifted = agf.apply_rotary(q, positions + 11, 1e4) @ agf.apply_rotary(k, positions + 11, 1e4).transpose(-1, -2)
+    logits = agf_positions.apply_rotary(
+        q, *agf_positions.rotary_cos_sin(positions, 8, 1e4)
+    ) @ agf_positions.apply_rotary(k, *agf_positions.rotary_cos_sin(positions, 8, 1e4)).transpose(-1, -2)
+    shifted = agf_positions.apply_rotary(
+        q, *agf_positions.rotary_cos_sin(positions + 11, 8, 1e4)
+    ) @ agf_positions.apply_rotary(k, *agf_positions.rotary_cos_sin(positions + 11, 8, 1e4)).transpose(-1, -2)
     assert_close("rope shift invariance", logits, shifted, atol=1e-4)
 
 
 def test_sinusoidal_matches_formula():
     positions = torch.tensor([[0, 1, 2, 7], [0, 0, 3, 5]])
-    embedding = agf.sinusoidal_position_embedding(positions, 6)
+    embedding = agf_positions.sinusoidal_position_embedding(positions, 6)
     for b, row in enumerate(positions.tolist()):
         for t, pos in enumerate(row):
             for i in range(3):
@@ -391,8 +403,8 @@ def test_flex_forward_equals_eager_on_cpu(case):
     q, k, v, keep, q_pos, k_pos = _attention_inputs(dtype=torch.float64)
     kind = case.split("_pcmv")[0]
     config = tiny_agf_config(position_encoding=kind, agf_amplitude_max_distance=3, agf_learn_base=True)
-    module = agf.build_position_module(config, 4, 8, causal=False)
-    value_module = agf.build_position_module(config, 4, 8, causal=False)
+    module = agf_positions.position_modules(config, 4, causal=False)[0]
+    value_module = agf_positions.position_modules(config, 4, causal=False)[0]
     for param in [*(module.parameters() if module else ()), *(value_module.parameters() if value_module else ())]:
         torch.nn.init.uniform_(param, 0.1, 1.5)
     log_c = bias = value_log_c = None
@@ -401,7 +413,7 @@ def test_flex_forward_equals_eager_on_cpu(case):
         value_log_c = {"agf": None, "agf_pcmv_shared": log_c}.get(case, value_module.log_coefficient_term())
     elif module is not None:
         bias = module.bias_term("cpu")
-    terms = agf.AttentionPositionTerms(q_pos, k_pos, log_c, bias, value_log_c)
+    terms = agf_positions.AttentionPositionTerms(agf_positions.PositionContext(q_pos, k_pos), log_c, bias, value_log_c)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the unfused CPU flex warns that it materialises the scores
         flex_out, _ = agf.flex_attention_forward(_Stub(), q, k, v, keep, 8**-0.5, position_terms=terms)
@@ -414,12 +426,14 @@ def test_flex_does_not_reuse_a_stale_coefficient():
     # regression: with closures, Dynamo kept the tensors of a shared PCM-V coefficient (one object used twice) for
     # a later call with a separate one; every call here must follow its own coefficients
     q, k, v, keep, q_pos, k_pos = _attention_inputs(dtype=torch.float64)
-    first, second = (agf.AgfPositionCoefficient(4, 8, amplitude_max_distance=2) for _ in range(2))
+    first, second = (agf_positions.AgfPositionCoefficient(4, 8, amplitude_max_distance=2) for _ in range(2))
     for param in [*first.parameters(), *second.parameters()]:
         torch.nn.init.uniform_(param, 0.1, 1.5)
     a, b = first.log_coefficient_term(), second.log_coefficient_term()
     for log_c, value_log_c in ((a, a), (a, b)):
-        terms = agf.AttentionPositionTerms(q_pos, k_pos, log_coefficient=log_c, value_log_coefficient=value_log_c)
+        terms = agf_positions.AttentionPositionTerms(
+            agf_positions.PositionContext(q_pos, k_pos), log_coefficient=log_c, value_log_coefficient=value_log_c
+        )
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             flex_out, _ = agf.flex_attention_forward(_Stub(), q, k, v, keep, 8**-0.5, position_terms=terms)
@@ -709,7 +723,7 @@ def test_gradient_checkpointing_gives_the_same_gradients():
         return {name: param.grad.clone() for name, param in model.named_parameters() if param.grad is not None}
 
     reference = gradients()
-    model.gradient_checkpointing_enable()
+    model.activation_checkpointing_enable()
     checkpointed = gradients()
     assert reference.keys() == checkpointed.keys()
     for name, grad in reference.items():
@@ -775,3 +789,84 @@ def test_coefficient_curves_cover_every_agf_module():
     expected = _independent_agf_coefficient(module, torch.arange(-5, 6).view(1, 1, 1, -1))[0, :, 0]
     assert_close("curve", expected, curves["model.encoder.layers.0.self_attn.position_encoding"][1])
     assert make_model("t5").coefficient_curves() == {}
+
+
+# position data: computed once per stack, names from the one registry, checkpoints unchanged
+
+
+def test_state_dict_names_are_those_saved_before_the_position_module_moved():
+    saved = json.loads((REPO_ROOT / "tests/fixtures/agf_state_dict/keys_5e76b13.json").read_text())
+    assert set(saved) == set(VARIANTS)
+    for variant, expected in saved.items():
+        model = AgfForConditionalGeneration(tiny_agf_config(**expected["config"]))
+        assert {k: list(v.shape) for k, v in model.state_dict().items()} == expected["keys"], variant
+
+
+@pytest.mark.parametrize("variant", ["rope", "agf_shared_layers", "agf_all_components", "t5"])
+def test_each_stack_computes_its_position_data_once_per_forward(variant, monkeypatch):
+    model = make_model(variant)
+    calls = {"rotary": 0, "tables": 0, "shared_terms": 0}
+    rotary, table = agf_positions.rotary_cos_sin, agf_positions.PositionContext.distance_table
+    shared = agf.AgfPreTrainedModel._shared_terms
+
+    def count(key, fn):
+        def wrapped(*args, **kwargs):
+            calls[key] += 1
+            return fn(*args, **kwargs)
+
+        return wrapped
+
+    def counting_table(context, num_heads):
+        calls["tables"] += context._table is None  # a new table; later calls reuse it
+        return table(context, num_heads)
+
+    def counting_shared(stack, modules, context):
+        terms = shared(stack, modules, context)
+        calls["shared_terms"] += terms is not None
+        return terms
+
+    monkeypatch.setattr(agf_positions, "rotary_cos_sin", count("rotary", rotary))
+    monkeypatch.setattr(agf_positions.PositionContext, "distance_table", counting_table)
+    monkeypatch.setattr(agf.AgfPreTrainedModel, "_shared_terms", counting_shared)
+    input_ids, attention_mask = left_padded_source()
+    model(input_ids, attention_mask=attention_mask, decoder_input_ids=torch.tensor([[BOS, 4, 5], [BOS, 6, 7]]))
+    config = model.config
+    relative_cross = config.agf_cross_attention != "none"
+    # two stacks of two layers each: RoPE angles per self-attention stack, one distance table per attention kind
+    assert calls["rotary"] == (2 if variant == "rope" else 0)
+    assert calls["tables"] == (0 if variant == "rope" else 2 + relative_cross)
+    shared_stacks = {"agf_shared_layers": 3, "t5": 2}.get(variant, 0)
+    assert calls["shared_terms"] == shared_stacks
+
+
+def test_shared_position_terms_train_exactly_under_gradient_checkpointing():
+    model = make_model("agf_shared_layers").train()
+    input_ids, attention_mask = left_padded_source()
+    labels = torch.tensor([[4, 5, 6, 7, 8, EOS], [7, 8, 9, 10, EOS, -100]])
+
+    def gradients():
+        model.zero_grad()
+        model(input_ids, attention_mask=attention_mask, labels=labels).loss.backward()
+        return {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+
+    reference = gradients()
+    model.activation_checkpointing_enable()
+    checkpointed = gradients()
+    assert reference.keys() == checkpointed.keys()
+    assert any("position_encoding" in name for name in reference)
+    for name, grad in reference.items():
+        assert_close(f"grad {name}", grad, checkpointed[name], atol=1e-6)
+    model.activation_checkpointing_enable({"use_reentrant": True})
+    with pytest.raises(ValueError, match="non-reentrant"):
+        model(input_ids, attention_mask=attention_mask, labels=labels)
+
+
+def test_the_registry_is_the_only_list_of_position_encodings():
+    from plldr_hf.models.agf.position_encodings import POSITION_ENCODINGS, POSITION_VARIANTS
+    from plldr_hf_cli.commands.train import agf as train_agf
+
+    assert tuple(POSITION_ENCODINGS) == train_agf.POSITION_ENCODINGS
+    assert {info.term for info in POSITION_ENCODINGS.values()} - {None} == set(agf_positions.TERM_MODULES)
+    assert {fields["position_encoding"] for _, fields in POSITION_VARIANTS.values()} == set(POSITION_ENCODINGS)
+    with pytest.raises(ValueError, match="kerple_log"):
+        tiny_agf_config(position_encoding="kerple")

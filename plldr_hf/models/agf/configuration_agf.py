@@ -1,6 +1,7 @@
 """Configuration of the AGF / PCM-V translation Transformer (model_type `agf`).
 
-Self-contained for `trust_remote_code`: imports only the standard library and transformers.
+Self-contained for `trust_remote_code`: imports only the standard library, transformers and its sibling
+`position_encodings.py` (the names of the position encodings).
 Maths: arXiv 2603.04805 (AGF, PCM-V) and the baselines' papers named at each option; defaults: Transformer-base
 (Vaswani et al., arXiv 1706.03762) at the AGF paper's depth of 3 layers.
 """
@@ -9,8 +10,9 @@ import warnings
 
 from transformers import PreTrainedConfig
 
+from .position_encodings import POSITION_ENCODINGS
 
-POSITION_ENCODINGS = ("agf", "sinusoidal", "rope", "alibi", "kerple_power", "kerple_log", "t5", "none")
+
 AGF_INITS = ("spread", "flat")
 AGF_CROSS_ATTENTION = ("none", "relative")
 PCMV_COEFFICIENTS = ("shared", "separate")
@@ -262,7 +264,7 @@ class AgfConfig(PreTrainedConfig):
             raise ValueError(f"`rope_theta` must be positive, got {self.rope_theta!r}")
         if self.position_encoding not in POSITION_ENCODINGS:
             raise ValueError(
-                f"`position_encoding` must be one of {POSITION_ENCODINGS}, got {self.position_encoding!r}"
+                f"`position_encoding` must be one of {tuple(POSITION_ENCODINGS)}, got {self.position_encoding!r}"
             )
         if self.agf_init not in AGF_INITS:
             raise ValueError(f"`agf_init` must be one of {AGF_INITS}, got {self.agf_init!r}")

@@ -1,15 +1,15 @@
 r"""AGF / PCM-V translation Transformer: an encoder–decoder whose attention takes position from one config switch.
 
 Self-contained for `trust_remote_code`: imports only torch, transformers (public names), the standard library and
-`.configuration_agf`. AGF and PCM-V: arXiv 2603.04805 (only its abstract is public; LC1–LC3 as described there);
+its siblings (`configuration_agf.py`, `positions.py`, `position_encodings.py`). AGF and PCM-V: arXiv 2603.04805 (only its abstract is public; LC1–LC3 as described there);
 baselines: each function names its paper.
 
 Notable features (what differs from Marian/BART):
 
 - `position_encoding="agf"` (default): no absolute position vectors; a strictly positive coefficient c_h(m, n) of
   the relative distance multiplies the scaled logit, a = softmax((q·k/√d)·c + mask), mask added after the
-  multiplication (adding the mask first would scale −∞ by c). c = exp(log c) is built in float32 from three switchable parts:
-  LC1 per-head directional power law, LC2 per-distance amplitude, LC3 per-feature weights (separable form, below).
+  multiplication (adding the mask first would scale −∞ by c). c = exp(log c) is built in float32 from three
+  switchable parts: LC1 per-head directional power law, LC2 per-distance amplitude, LC3 per-feature weights (separable form, below).
 - `pcmv=True`: the values are weighted by the coefficient once more after the softmax, o_m = Σ_n a_mn·c_mn·v_n,
   without renormalising. Returned attention weights are the effective weights a·c.
 - Baselines behind the same switch: sinusoidal (vanilla), RoPE, ALiBi, KERPLE power / log, T5 buckets, none.
@@ -21,22 +21,14 @@ Notable features (what differs from Marian/BART):
 - The LM loss is cross-entropy on the given (unshifted) labels, divided by `num_items_in_batch` when the Trainer
   passes it; `self.loss_function` is not used because for `ForConditionalGeneration` it shifts the labels again.
 
-Symbols (paper → code):
+The position maths, its parameters and the symbol table are in `positions.py`; the names of the encodings in
+`position_encodings.py`. Each stack computes its position data once per forward (`PositionContext`: real
+positions, RoPE angles, the distance table; the terms of position parameters shared by its layers) and hands it
+to every layer; attention never receives a module.
 
 | symbol | meaning | code |
 |---|---|---|
-| δ = m − n | signed distance, query minus key position (δ > 0: key in the past) | `delta` |
-| σ | side of δ: 0 past/self (δ ≥ 0), 1 future (δ < 0) | `side` |
-| r_{h,σ} | LC1 radius, softplus(ρ) + ε_r | `AgfPositionCoefficient.radius_raw` (ρ), `agf_min_radius` (ε_r) |
-| k_{h,σ} | LC1 exponent, unconstrained (c > 0 for any k; k = 0 gives c ≡ 1) | `AgfPositionCoefficient.exponent` |
-| Base_{h,σ} | LC1 scale, softplus(β) or fixed 1 | `AgfPositionCoefficient.base_raw` (β) |
-| A_h(δ) | LC2 amplitude, exp(α), δ clipped to ±D_max | `AgfPositionCoefficient.amplitude_raw` (α = log A) |
-| w_{h,j} | LC3 per-feature weight, exp(ω) | `AgfPositionCoefficient.feature_weight_raw` (ω = log w) |
-| c_h(δ) | Base·(1 + |δ|/r)^(−k)·A(δ) | `agf_log_coefficient()` (log c), `AgfPositionCoefficient.log_coefficient_term()` |
 | c_v | PCM-V coefficient: c itself or a separate LC1·LC2 | `value_coefficient` (when `pcmv_coefficient="separate"`) |
-| μ_h | ALiBi slope | `alibi_slopes()` |
-| a_h, p_h | KERPLE parameters | `KerpleBias.bias_a`, `KerpleBias.bias_p` (official names) |
-| E[bucket, h] | T5 bias table | `T5RelativeBias.relative_attention_bias` |
 
 LC3 enters separably: Σ_j q_j·k_j·c·w_j = c·((q ⊙ w)·k), so it scales the query before the logit and,
 with PCM-V, the head output; it never needs a per-feature score matrix.
@@ -47,7 +39,6 @@ import inspect
 import math
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
@@ -67,6 +58,21 @@ from transformers.modeling_outputs import (
 )
 
 from .configuration_agf import AgfConfig
+from .positions import (
+    AgfPositionCoefficient,
+    AttentionPositionTerms,
+    KerpleBias,
+    PositionContext,
+    T5RelativeBias,
+    add_absolute_positions,
+    apply_rotary,
+    gather_distance_table,
+    position_modules,
+    position_terms,
+    positions_from_mask,
+    self_attention_context,
+    shares_positions,
+)
 
 
 try:
@@ -134,479 +140,6 @@ def shift_tokens_right(input_ids: torch.Tensor, pad_token_id: int, decoder_start
     shifted[:, 1:] = input_ids[:, :-1].clone()
     shifted[:, 0] = decoder_start_token_id
     return shifted.masked_fill(shifted == -100, pad_token_id)
-
-
-def positions_from_mask(attention_mask: torch.Tensor | None, batch_size: int, length: int, device) -> torch.Tensor:
-    """Real token positions (B, length): index among the non-padding tokens, so left padding does not shift them."""
-    if attention_mask is not None and attention_mask.dim() == 2 and attention_mask.shape[-1] == length:
-        return (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
-    return torch.arange(length, device=device).expand(batch_size, length)
-
-
-def sinusoidal_position_embedding(positions: torch.Tensor, dim: int) -> torch.Tensor:
-    """PE(pos, 2i) = sin(pos / 10000^(2i/dim)), PE(pos, 2i+1) = cos(·) (arXiv 1706.03762 §3.5), float32 (B, L, dim)."""
-    inv_freq = 10000.0 ** (-torch.arange(0, dim, 2, device=positions.device, dtype=torch.float32) / dim)
-    angles = positions.float()[..., None] * inv_freq  # (B, L, ceil(dim/2))
-    embedding = torch.stack((angles.sin(), angles.cos()), dim=-1).flatten(-2)
-    return embedding[..., :dim]
-
-
-def apply_rotary(states: torch.Tensor, positions: torch.Tensor, theta: float) -> torch.Tensor:
-    """RoPE (arXiv 2104.09864): rotate feature pair (2i, 2i+1) of each head by position·θ^(−2i/d). states (B, H, L, d)."""
-    head_dim = states.shape[-1]
-    inv_freq = theta ** (-torch.arange(0, head_dim, 2, device=states.device, dtype=torch.float32) / head_dim)
-    angles = positions.float()[:, None, :, None] * inv_freq  # (B, 1, L, d/2)
-    cos, sin = angles.cos(), angles.sin()
-    even, odd = states[..., 0::2].float(), states[..., 1::2].float()
-    rotated = torch.stack((even * cos - odd * sin, even * sin + odd * cos), dim=-1).flatten(-2)
-    return rotated.to(states.dtype)
-
-
-def alibi_slopes(num_heads: int) -> list[float]:
-    """ALiBi slopes μ_h = 2^(−8h/H); for H not a power of two, append every other slope of the 2P list (arXiv 2108.12409, as in its code)."""
-
-    def power_of_two_slopes(n: int) -> list[float]:
-        start = 2.0 ** (-8.0 / n)
-        return [start ** (h + 1) for h in range(n)]
-
-    if math.log2(num_heads).is_integer():
-        return power_of_two_slopes(num_heads)
-    closest = 2 ** math.floor(math.log2(num_heads))
-    return power_of_two_slopes(closest) + alibi_slopes(2 * closest)[0::2][: num_heads - closest]
-
-
-def t5_relative_position_bucket(
-    relative_position: torch.Tensor, bidirectional: bool, num_buckets: int, max_distance: int
-) -> torch.Tensor:
-    """T5 bucket of ρ = key − query (arXiv 1910.10683, as in transformers' T5); element-wise, so it also runs inside a flex `score_mod`."""
-    buckets = torch.zeros_like(relative_position)
-    if bidirectional:
-        num_buckets //= 2
-        buckets = buckets + (relative_position > 0).long() * num_buckets
-        relative_position = relative_position.abs()
-    else:
-        relative_position = (-relative_position).clamp(min=0)
-    max_exact = num_buckets // 2
-    is_small = relative_position < max_exact
-    # clamp(min=1) only keeps log() finite for the entries that take the exact branch anyway
-    scaled = torch.log(relative_position.clamp(min=1).float() / max_exact) / math.log(max_distance / max_exact)
-    large = (max_exact + (scaled * (num_buckets - max_exact)).long()).clamp(max=num_buckets - 1)
-    return buckets + torch.where(is_small, relative_position, large)
-
-
-def agf_log_coefficient(
-    head: torch.Tensor,
-    delta: torch.Tensor,
-    radius: torch.Tensor | None,
-    exponent: torch.Tensor | None,
-    log_base: torch.Tensor | None,
-    log_amplitude: torch.Tensor | None,
-    directional: bool,
-    max_distance: int,
-) -> torch.Tensor:
-    """log c_h(δ) = log Base_{h,σ} − k_{h,σ}·log1p(|δ|/r_{h,σ}) + log A_h(clip δ), float32.
-
-    Parameter tables are (H, sides) for LC1 and (H, table) for LC2; a None table is a disabled component.
-    """
-    side = (delta < 0).long() if directional else torch.zeros_like(delta)
-    out = None
-    if radius is not None:
-        out = -exponent[head, side] * torch.log1p(delta.abs().float() / radius[head, side])
-        if log_base is not None:
-            out = out + log_base[head, side]
-    if log_amplitude is not None:
-        index = delta.clamp(-max_distance, max_distance) + max_distance if directional else delta.abs()
-        term = log_amplitude[head, index.clamp(max=log_amplitude.shape[1] - 1)]
-        out = term if out is None else out + term
-    return out
-
-
-def alibi_bias(head: torch.Tensor, delta: torch.Tensor, slopes: torch.Tensor) -> torch.Tensor:
-    """ALiBi −μ_h·|δ| (arXiv 2108.12409)."""
-    return -slopes[head] * delta.abs().float()
-
-
-def kerple_power_bias(head: torch.Tensor, delta: torch.Tensor, a: torch.Tensor, p: torch.Tensor) -> torch.Tensor:
-    """KERPLE power −a_h·|δ|^(p_h) (KERPLE, arXiv 2205.09921)."""
-    return -a[head] * delta.abs().float().pow(p[head])
-
-
-def kerple_log_bias(head: torch.Tensor, delta: torch.Tensor, a: torch.Tensor, p: torch.Tensor) -> torch.Tensor:
-    """KERPLE log −p_h·log(1 + a_h·|δ|) (KERPLE, arXiv 2205.09921)."""
-    return -p[head] * torch.log1p(a[head] * delta.abs().float())
-
-
-def t5_bias(
-    head: torch.Tensor,
-    delta: torch.Tensor,
-    table: torch.Tensor,
-    bidirectional: bool,
-    num_buckets: int,
-    max_distance: int,
-) -> torch.Tensor:
-    """T5 E[bucket(n − m), h] (arXiv 1910.10683); `table` is (num_buckets, H)."""
-    return table[t5_relative_position_bucket(-delta, bidirectional, num_buckets, max_distance), head]
-
-
-@dataclass
-class PositionTerm:
-    """A positional formula `fn(head, delta, *args)` with its parameter tensors passed explicitly.
-
-    `fn` is a module-level function and the tensors travel as arguments, not as closure cells: FlexAttention traces
-    the `score_mod` with Dynamo, which in torch 2.13 reused stale tensors for nested closures that shared code (a
-    shared then a separate PCM-V coefficient in one process); explicit arguments are guarded correctly.
-    """
-
-    fn: Callable
-    args: tuple
-
-    def __call__(self, head: torch.Tensor, delta: torch.Tensor) -> torch.Tensor:
-        return self.fn(head, delta, *self.args)
-
-
-@dataclass
-class AttentionPositionTerms:
-    """What an attention function needs to apply a relative position encoding.
-
-    The terms take `(head, delta)` index tensors (broadcastable, or scalars inside a flex `score_mod`) and return
-    float32 values of the same broadcast shape, so the eager and the flex paths evaluate one formula.
-
-    Attributes:
-        query_positions: (B, Lq) real positions of the queries.
-        key_positions: (B, Lk) real positions of the keys.
-        log_coefficient: log c; the scaled logit is multiplied by c = exp(log c) before the mask (AGF).
-        bias: added to the scaled logit (ALiBi, KERPLE, T5).
-        value_log_coefficient: log c_v; the probabilities are multiplied by c_v after the softmax (PCM-V). The same
-            object as `log_coefficient` when PCM-V shares the AGF coefficient.
-    """
-
-    query_positions: torch.Tensor
-    key_positions: torch.Tensor
-    log_coefficient: PositionTerm | None = None
-    bias: PositionTerm | None = None
-    value_log_coefficient: PositionTerm | None = None
-
-    def grid(self, num_heads: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """Index tensors over every score: head (1, H, 1, 1) and delta = m − n (B, 1, Lq, Lk)."""
-        delta = self.query_positions[:, None, :, None] - self.key_positions[:, None, None, :]
-        head = torch.arange(num_heads, device=delta.device).view(1, -1, 1, 1)
-        return head, delta
-
-    def distance_table(self, num_heads: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """What the eager path evaluates the terms on: every distance once, then one gather per score.
-
-        Returns head (H, 1), the distinct distances δ_min … δ_max as (1, N), and each score's index into them,
-        (B, 1, Lq, Lk). A term evaluated on (head, distances) gives an (H, N) table; `gather_distance_table` spreads
-        it over the scores. The formulas then run on H·N values instead of B·H·Lq·Lk, and their gradient is one
-        index_add into the table instead of an accumulating scatter over every score.
-        """
-        delta = self.query_positions[:, None, :, None] - self.key_positions[:, None, None, :]
-        low, high = (int(value) for value in delta.aminmax()) if delta.numel() else (0, 0)
-        distances = torch.arange(low, high + 1, device=delta.device)[None, :]
-        head = torch.arange(num_heads, device=delta.device)[:, None]
-        return head, distances, delta - low
-
-
-def gather_distance_table(table: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
-    """(H, N) values per head and distance → (B, H, Lq, Lk) values per score, for `index` (B, 1, Lq, Lk)."""
-    batch, _, q_len, k_len = index.shape
-    heads = table.shape[0]
-    return table.index_select(1, index.reshape(-1)).view(heads, batch, q_len, k_len).transpose(0, 1)
-
-
-class AgfPositionCoefficient(nn.Module):
-    """AGF coefficient c_h(δ) = Base_{h,σ}·(1 + |δ|/r_{h,σ})^(−k_{h,σ})·A_h(clip δ) and LC3 weights w_h.
-
-    Evaluated in log space, log c = log Base − k·log1p(|δ|/r) + log A, so c = exp(log c) > 0 for every parameter
-    value and PCM-V's two-pass path can use log c directly. With `causal=True` (decoder self-attention) only the
-    past/self side is ever used.
-    """
-
-    def __init__(
-        self,
-        num_heads: int,
-        head_dim: int,
-        *,
-        power_law: bool = True,
-        directional: bool = True,
-        learn_base: bool = False,
-        min_radius: float = 0.05,
-        init_mode: str = "spread",
-        amplitude_max_distance: int = 0,
-        feature_weights: bool = False,
-        causal: bool = False,
-    ):
-        super().__init__()
-        self.num_heads = num_heads
-        self.power_law = power_law
-        self.directional = directional
-        self.learn_base = learn_base
-        self.min_radius = min_radius
-        self.init_mode = init_mode
-        self.amplitude_max_distance = amplitude_max_distance
-        self.causal = causal
-        sides = 2 if directional else 1
-        if power_law:
-            self.radius_raw = nn.Parameter(torch.empty(num_heads, sides))
-            self.exponent = nn.Parameter(torch.empty(num_heads, sides))
-            if learn_base:
-                self.base_raw = nn.Parameter(torch.empty(num_heads, sides))
-        if amplitude_max_distance > 0:
-            table = 2 * amplitude_max_distance + 1 if directional else amplitude_max_distance + 1
-            self.amplitude_raw = nn.Parameter(torch.empty(num_heads, table))
-        if feature_weights:
-            self.feature_weight_raw = nn.Parameter(torch.empty(num_heads, head_dim))
-
-    @property
-    def has_position_terms(self) -> bool:
-        return self.power_law or self.amplitude_max_distance > 0
-
-    def initial_values(self) -> dict[str, torch.Tensor]:
-        """Init (the paper's values are not public): heads spread from local (r = 1, k = 2) to global (r = 64, k = 0.25); A = w = Base = 1.
-
-        `init_mode="flat"` sets k = 0, so c ≡ 1 exactly at init.
-        """
-        values = {}
-        if self.power_law:
-            sides = self.radius_raw.shape[1]
-            radius = torch.logspace(0.0, math.log10(64.0), self.num_heads, dtype=torch.float64)
-            exponent = torch.logspace(math.log10(2.0), math.log10(0.25), self.num_heads, dtype=torch.float64)
-            if self.init_mode == "flat":
-                exponent = torch.zeros_like(exponent)
-            # inverse of r = softplus(ρ) + ε_r
-            shifted = radius - self.min_radius
-            values["radius_raw"] = (shifted + torch.log(-torch.expm1(-shifted)))[:, None].expand(-1, sides)
-            values["exponent"] = exponent[:, None].expand(-1, sides)
-            if self.learn_base:
-                values["base_raw"] = torch.full((self.num_heads, sides), math.log(math.e - 1.0), dtype=torch.float64)
-        if self.amplitude_max_distance > 0:
-            values["amplitude_raw"] = torch.zeros_like(self.amplitude_raw, dtype=torch.float64)
-        if hasattr(self, "feature_weight_raw"):
-            values["feature_weight_raw"] = torch.zeros_like(self.feature_weight_raw, dtype=torch.float64)
-        return values
-
-    def feature_weight(self) -> torch.Tensor | None:
-        """LC3 weights w = exp(ω), (H, d_head) float32, or None when LC3 is off."""
-        raw = getattr(self, "feature_weight_raw", None)
-        return None if raw is None else torch.exp(raw.float())
-
-    def log_coefficient_term(self) -> PositionTerm | None:
-        """log c as a `PositionTerm` over the constrained parameters (float32), or None when c ≡ 1."""
-        if not self.has_position_terms:
-            return None
-        radius = exponent = log_base = log_amplitude = None
-        if self.power_law:
-            radius = F.softplus(self.radius_raw.float()) + self.min_radius  # (H, sides)
-            exponent = self.exponent.float()
-            if self.learn_base:
-                log_base = torch.log(F.softplus(self.base_raw.float()))
-        if self.amplitude_max_distance > 0:
-            log_amplitude = self.amplitude_raw.float()  # (H, table)
-        return PositionTerm(
-            agf_log_coefficient,
-            (radius, exponent, log_base, log_amplitude, self.directional, self.amplitude_max_distance),
-        )
-
-    def logit_terms(self, device=None) -> tuple[PositionTerm | None, PositionTerm | None]:
-        """(log-coefficient, bias) terms on the scaled logits: AGF multiplies them by c and adds no bias."""
-        return self.log_coefficient_term(), None
-
-    def query_weight(self) -> torch.Tensor | None:
-        """LC3 (H, d_head): scales the query (and, with PCM-V, the head output); None when off."""
-        return self.feature_weight()
-
-    def coefficient(self, distances: torch.Tensor, initial: bool = False) -> torch.Tensor:
-        """c_h(δ) for a 1-D tensor of signed distances: (H, N) float32 (LC1·LC2; LC3 is position-free).
-
-        `initial=True` evaluates the curves at `initial_values()` (what training started from) instead of the
-        current parameters.
-        """
-        if initial:
-            device = distances.device
-            values = {name: value.to(device) for name, value in self.initial_values().items()}
-            return torch.func.functional_call(self, values, (distances,))
-        term = self.log_coefficient_term()
-        if term is None:
-            return torch.ones(self.num_heads, distances.numel())
-        head = torch.arange(self.num_heads, device=distances.device)[:, None]
-        return torch.exp(term(head, distances[None, :]))
-
-    def forward(self, distances: torch.Tensor) -> torch.Tensor:
-        # only for `coefficient(initial=True)`, which evaluates through `torch.func.functional_call`
-        return self.coefficient(distances)
-
-    def extra_repr(self) -> str:
-        return (
-            f"num_heads={self.num_heads}, power_law={self.power_law}, directional={self.directional}, "
-            f"amplitude_max_distance={self.amplitude_max_distance}, causal={self.causal}"
-        )
-
-
-class _PositionBias(nn.Module):
-    """Base of the additive relative encodings (ALiBi, KERPLE, T5): a bias on the scaled logits, no coefficient."""
-
-    def bias_term(self, device=None) -> PositionTerm:
-        raise NotImplementedError
-
-    def logit_terms(self, device=None) -> tuple[PositionTerm | None, PositionTerm | None]:
-        return None, self.bias_term(device)
-
-    def query_weight(self) -> torch.Tensor | None:
-        return None
-
-
-class AlibiBias(_PositionBias):
-    """ALiBi (arXiv 2108.12409): bias −μ_h·|δ|, fixed slopes; the symmetric form covers the bidirectional encoder."""
-
-    def __init__(self, num_heads: int):
-        super().__init__()
-        self.slope_values = alibi_slopes(num_heads)
-
-    def bias_term(self, device) -> PositionTerm:
-        return PositionTerm(alibi_bias, (torch.tensor(self.slope_values, dtype=torch.float32, device=device),))
-
-
-class KerpleBias(_PositionBias):
-    """KERPLE (arXiv 2205.09921, official code github.com/chijames/KERPLE): power −a·|δ|^p or log −p·log(1 + a·|δ|).
-
-    Init a ~ U(0, 1), p ~ U(0, 2); clamped in forward to a ≥ 0.01, p ∈ [0.01, 2] (power) or both ≥ 0.01 (log). The
-    official code clamps `.data` in place, so a clamped parameter still receives gradient; the straight-through
-    clamp here has the same forward value and the same gradient without mutating parameters in forward.
-    """
-
-    def __init__(self, num_heads: int, kind: str):
-        super().__init__()
-        if kind not in ("power", "log"):
-            raise ValueError(f"KERPLE kind must be 'power' or 'log', got {kind!r}")
-        self.kind = kind
-        self.bias_p = nn.Parameter(torch.empty(num_heads))
-        self.bias_a = nn.Parameter(torch.empty(num_heads))
-
-    @staticmethod
-    def _straight_through_clamp(value: torch.Tensor, min_value: float, max_value: float | None = None):
-        return value + (value.clamp(min=min_value, max=max_value) - value).detach()
-
-    def bias_term(self, device=None) -> PositionTerm:
-        a = self._straight_through_clamp(self.bias_a.float(), 0.01)
-        p = self._straight_through_clamp(self.bias_p.float(), 0.01, 2.0 if self.kind == "power" else None)
-        return PositionTerm(kerple_power_bias if self.kind == "power" else kerple_log_bias, (a, p))
-
-
-class T5RelativeBias(_PositionBias):
-    """T5 relative bias (arXiv 1910.10683): E[bucket(n − m), h], one table per stack, bidirectional in the encoder."""
-
-    def __init__(self, num_heads: int, num_buckets: int, max_distance: int, bidirectional: bool):
-        super().__init__()
-        self.num_buckets = num_buckets
-        self.max_distance = max_distance
-        self.bidirectional = bidirectional
-        self.relative_attention_bias = nn.Embedding(num_buckets, num_heads)
-
-    def bias_term(self, device=None) -> PositionTerm:
-        table = self.relative_attention_bias.weight.float()  # (num_buckets, H)
-        return PositionTerm(t5_bias, (table, self.bidirectional, self.num_buckets, self.max_distance))
-
-
-def _agf_coefficient(config: AgfConfig, num_heads: int, head_dim: int, causal: bool, feature_weights=None):
-    return AgfPositionCoefficient(
-        num_heads,
-        head_dim,
-        power_law=config.agf_power_law,
-        directional=config.agf_directional,
-        learn_base=config.agf_learn_base,
-        min_radius=config.agf_min_radius,
-        init_mode=config.agf_init,
-        amplitude_max_distance=config.agf_amplitude_max_distance,
-        feature_weights=config.agf_feature_weights if feature_weights is None else feature_weights,
-        causal=causal,
-    )
-
-
-def _t5_bias(config: AgfConfig, num_heads: int, head_dim: int, causal: bool) -> T5RelativeBias:
-    return T5RelativeBias(
-        num_heads,
-        config.relative_attention_num_buckets,
-        config.relative_attention_max_distance,
-        bidirectional=not causal,
-    )
-
-
-def _never(config: AgfConfig) -> bool:
-    return False
-
-
-@dataclass(frozen=True)
-class PositionEncoding:
-    """How one `position_encoding` enters the model: an entry of `POSITION_ENCODING_REGISTRY`, the only place that
-    tells the encodings apart.
-
-    Attributes:
-        build: `(config, heads, head_dim, causal) → module` evaluated inside attention, or None. The module's
-            `logit_terms()` gives its `PositionTerm`s (a log-coefficient multiplying the scaled logits, a bias added
-            to them), which the eager and the flex attention paths evaluate alike, and `query_weight()` its LC3.
-        embedding: sinusoidal vectors are added to the token embeddings (the vanilla Transformer).
-        rotary: queries and keys of self-attention are rotated at their real positions (RoPE).
-        per_stack: `config → bool`, one module per stack shared by all its layers (T5, agf_share_across_layers)
-            instead of one per attention.
-    """
-
-    build: Callable | None = None
-    embedding: bool = False
-    rotary: bool = False
-    per_stack: Callable[[AgfConfig], bool] = _never
-
-
-POSITION_ENCODING_REGISTRY: dict[str, PositionEncoding] = {
-    "agf": PositionEncoding(build=_agf_coefficient, per_stack=lambda config: config.agf_share_across_layers),
-    "sinusoidal": PositionEncoding(embedding=True),
-    "rope": PositionEncoding(rotary=True),
-    "alibi": PositionEncoding(build=lambda config, heads, head_dim, causal: AlibiBias(heads)),
-    "kerple_power": PositionEncoding(build=lambda config, heads, head_dim, causal: KerpleBias(heads, "power")),
-    "kerple_log": PositionEncoding(build=lambda config, heads, head_dim, causal: KerpleBias(heads, "log")),
-    "t5": PositionEncoding(build=_t5_bias, per_stack=lambda config: True),
-    "none": PositionEncoding(),
-}
-
-
-def position_encoding_of(config: AgfConfig) -> PositionEncoding:
-    return POSITION_ENCODING_REGISTRY[config.position_encoding]
-
-
-def build_position_module(config: AgfConfig, num_heads: int, head_dim: int, *, causal: bool) -> nn.Module | None:
-    """The per-attention (or per-stack) module for `config.position_encoding`; None where attention needs none."""
-    build = position_encoding_of(config).build
-    return build(config, num_heads, head_dim, causal) if build is not None else None
-
-
-def build_value_coefficient(config: AgfConfig, num_heads: int, head_dim: int, *, causal: bool) -> nn.Module | None:
-    """PCM-V's own coefficient when `pcmv_coefficient="separate"` (LC1·LC2, same switches, no LC3)."""
-    if not (config.pcmv and config.pcmv_coefficient == "separate"):
-        return None
-    return _agf_coefficient(config, num_heads, head_dim, causal, feature_weights=False)
-
-
-def position_modules(config: AgfConfig, num_heads: int, *, causal: bool, cross: bool = False) -> tuple:
-    """(position module, PCM-V value coefficient) of one attention, or of a whole stack when it shares them.
-
-    Ownership has one rule (`shares_positions`): parameters shared by a stack's layers belong to the stack
-    (`encoder.position_encoding`, `decoder.cross_position_encoding`, ...) and reach each attention at call time;
-    per-layer parameters belong to that layer's attention. Cross-attention has a position term only with
-    `agf_cross_attention="relative"`.
-    """
-    if cross and config.agf_cross_attention == "none":
-        return None, None
-    head_dim = config.d_model // num_heads
-    return (
-        build_position_module(config, num_heads, head_dim, causal=causal),
-        build_value_coefficient(config, num_heads, head_dim, causal=causal),
-    )
-
-
-def shares_positions(config: AgfConfig, cross: bool = False) -> bool:
-    """Whether a stack owns one set of position modules for all its layers (`position_modules`)."""
-    if cross:
-        return config.agf_cross_attention != "none" and config.agf_share_across_layers
-    return position_encoding_of(config).per_stack(config)
 
 
 def _split_mask(attention_mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
@@ -784,8 +317,9 @@ AGF_ATTENTION_FUNCTIONS = AgfAttentionInterface()
 class AgfAttention(nn.Module):
     """Multi-head attention (self or cross) with the configured position encoding.
 
-    The positional module is either owned (`position_encoding`, `value_coefficient`) or, when the stack shares one
-    set across layers, passed in at call time through `position_modules`.
+    It gets its position data from the stack (`PositionContext`: positions and RoPE angles, computed once per
+    forward) and, when the stack shares them across layers, the evaluated terms (`shared_terms`); per-layer
+    position parameters (`position_encoding`, `value_coefficient`) are its own and evaluated here.
     """
 
     def __init__(
@@ -813,9 +347,6 @@ class AgfAttention(nn.Module):
         self.is_cross_attention = is_cross_attention
         self.layer_idx = layer_idx
         self.num_key_value_groups = 1
-        # RoPE rotates self-attention's queries and keys at their real positions
-        rotary = position_encoding_of(config).rotary and not is_cross_attention
-        self.rope_theta = config.rope_theta if rotary else None
         self.pcmv = pcmv
         self.q_proj = nn.Linear(embed_dim, embed_dim)
         self.k_proj = nn.Linear(embed_dim, embed_dim)
@@ -824,33 +355,20 @@ class AgfAttention(nn.Module):
         self.position_encoding = position_encoding
         self.value_coefficient = value_coefficient
 
-    def _position_terms(self, position_module, value_module, query_positions, key_positions, device):
-        if position_module is None:
-            return None
-        log_coefficient, bias = position_module.logit_terms(device)
-        value_log_coefficient = None
-        if self.pcmv and log_coefficient is not None:
-            value_log_coefficient = (
-                value_module.log_coefficient_term() if value_module is not None else log_coefficient
-            )
-        if log_coefficient is None and bias is None:
-            return None
-        return AttentionPositionTerms(query_positions, key_positions, log_coefficient, bias, value_log_coefficient)
-
     def forward(
         self,
         hidden_states: torch.Tensor,
         key_value_states: torch.Tensor | None = None,
         attention_mask: torch.Tensor | BlockMask | None = None,
-        query_positions: torch.Tensor | None = None,
-        key_positions: torch.Tensor | None = None,
+        positions: PositionContext | None = None,
+        shared_terms: AttentionPositionTerms | None = None,
         cache: Cache | None = None,
-        position_modules: tuple[nn.Module | None, nn.Module | None] | None = None,
         **kwargs,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         batch, q_len = hidden_states.shape[:2]
         # (B, H, Lq, d)
         query_states = self.q_proj(hidden_states).view(batch, q_len, self.num_heads, self.head_dim).transpose(1, 2)
+        rotary = positions.rotary if positions is not None else None
 
         is_cross = key_value_states is not None
         is_updated = False
@@ -867,25 +385,22 @@ class AgfAttention(nn.Module):
             kv_shape = (batch, current.shape[1], self.num_heads, self.head_dim)
             key_states = self.k_proj(current).view(kv_shape).transpose(1, 2)
             value_states = self.v_proj(current).view(kv_shape).transpose(1, 2)
-            if self.rope_theta is not None and not is_cross:
+            if rotary is not None:
                 # new keys sit at the query positions; cached keys were rotated when they were new
-                key_states = apply_rotary(key_states, query_positions, self.rope_theta)
+                key_states = apply_rotary(key_states, *rotary)
             if layer_cache is not None:
                 key_states, value_states = layer_cache.update(key_states, value_states, self.layer_idx)
                 if is_cross:
                     cache.is_updated[self.layer_idx] = True
-        if self.rope_theta is not None and not is_cross:
-            query_states = apply_rotary(query_states, query_positions, self.rope_theta)
+        if rotary is not None:
+            query_states = apply_rotary(query_states, *rotary)
 
-        position_module, value_module = self.position_encoding, self.value_coefficient
-        if position_module is None and position_modules is not None:
-            position_module, value_module = position_modules
-        feature_weight = position_module.query_weight() if position_module is not None else None  # LC3, (H, d)
+        terms = shared_terms
+        if self.position_encoding is not None:
+            terms = position_terms((self.position_encoding, self.value_coefficient), positions, self.pcmv)
+        feature_weight = terms.feature_weight if terms is not None else None  # LC3, (H, d)
         if feature_weight is not None:
             query_states = query_states * feature_weight[None, :, None, :].to(query_states.dtype)
-        terms = self._position_terms(
-            position_module, value_module, query_positions, key_positions, hidden_states.device
-        )
 
         attention_interface: Callable = AGF_ATTENTION_FUNCTIONS.get_interface(
             self.config._attn_implementation, eager_attention_forward
@@ -902,7 +417,7 @@ class AgfAttention(nn.Module):
         )
         # (B, Lq, H, d)
         if self.pcmv and feature_weight is not None:
-            # LC3 on the PCM-V side: o_j = w_j·Σ_n a·c·v_j (the separable form, module docstring)
+            # LC3 on the PCM-V side: o_j = w_j·Σ_n a·c·v_j (the separable form, arXiv 2603.04805)
             attn_output = attn_output * feature_weight[None, None].to(attn_output.dtype)
         attn_output = self.out_proj(attn_output.reshape(batch, q_len, self.embed_dim))
         return attn_output, attn_weights
@@ -939,12 +454,12 @@ class _AgfLayer(GradientCheckpointingLayer):
     def _add_and_norm(self, residual: torch.Tensor, block_output: torch.Tensor, norm: nn.LayerNorm) -> torch.Tensor:
         return norm(residual + F.dropout(block_output, p=self.dropout, training=self.training))
 
-    def _self_attention(self, hidden_states, attention_mask, query_positions, key_positions, **attention_kwargs):
+    def _self_attention(self, hidden_states, attention_mask, positions, shared_terms, **attention_kwargs):
         output, weights = self.self_attn(
             hidden_states,
             attention_mask=attention_mask,
-            query_positions=query_positions,
-            key_positions=key_positions,
+            positions=positions,
+            shared_terms=shared_terms,
             **attention_kwargs,
         )
         return self._add_and_norm(hidden_states, output, self.self_attn_layer_norm), weights
@@ -968,13 +483,11 @@ class AgfEncoderLayer(_AgfLayer):
         self,
         hidden_states: torch.Tensor,
         attention_mask: torch.Tensor | BlockMask | None = None,
-        positions: torch.Tensor | None = None,
-        position_modules: tuple | None = None,
+        positions: PositionContext | None = None,
+        shared_terms: AttentionPositionTerms | None = None,
         **kwargs,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        hidden_states, attn_weights = self._self_attention(
-            hidden_states, attention_mask, positions, positions, position_modules=position_modules
-        )
+        hidden_states, attn_weights = self._self_attention(hidden_states, attention_mask, positions, shared_terms)
         return self._feed_forward(hidden_states), attn_weights
 
 
@@ -1029,21 +542,15 @@ class AgfDecoderLayer(_AgfLayer):
         attention_mask: torch.Tensor | BlockMask | None = None,
         encoder_hidden_states: torch.Tensor | None = None,
         encoder_attention_mask: torch.Tensor | BlockMask | None = None,
-        query_positions: torch.Tensor | None = None,
-        key_positions: torch.Tensor | None = None,
-        encoder_positions: torch.Tensor | None = None,
+        positions: PositionContext | None = None,
+        cross_positions: PositionContext | None = None,
+        shared_terms: AttentionPositionTerms | None = None,
+        cross_shared_terms: AttentionPositionTerms | None = None,
         cache: EncoderDecoderCache | None = None,
-        position_modules: tuple | None = None,
-        cross_position_modules: tuple | None = None,
         **kwargs,
     ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
         hidden_states, self_weights = self._self_attention(
-            hidden_states,
-            attention_mask,
-            query_positions,
-            key_positions,
-            cache=cache,
-            position_modules=position_modules,
+            hidden_states, attention_mask, positions, shared_terms, cache=cache
         )
         cross_weights = None
         # run without encoder states (the decoder as a plain LM), there is nothing to cross-attend to: skip the block,
@@ -1053,10 +560,9 @@ class AgfDecoderLayer(_AgfLayer):
                 hidden_states,
                 key_value_states=encoder_hidden_states,
                 attention_mask=encoder_attention_mask,
-                query_positions=query_positions,
-                key_positions=encoder_positions,
+                positions=cross_positions,
+                shared_terms=cross_shared_terms,
                 cache=cache,
-                position_modules=cross_position_modules,
             )
             hidden_states = self._add_and_norm(hidden_states, output, self.encoder_attn_layer_norm)
         return self._feed_forward(hidden_states), self_weights, cross_weights
@@ -1083,6 +589,24 @@ class AgfPreTrainedModel(PreTrainedModel):
 
     _supports_sdpa = False
     _supports_flash_attn = False
+
+    def _shared_terms(self, modules: tuple, context: PositionContext) -> AttentionPositionTerms | None:
+        """The terms of a stack's shared position parameters on `context`, evaluated once per forward for all its
+        layers (None when the stack shares none)."""
+        terms = position_terms(modules, context, self.config.pcmv)
+        if terms is not None and self.training and torch.is_grad_enabled():
+            for layer in self.layers:
+                checkpoint_kwargs = getattr(getattr(layer, "_gradient_checkpointing_func", None), "keywords", {})
+                if layer.gradient_checkpointing and checkpoint_kwargs.get("use_reentrant"):
+                    # the terms reach the layers as data; reentrant checkpointing tracks only a layer's positional
+                    # tensor arguments, and its backward then runs through the terms' graph once per layer (torch
+                    # stops with "Trying to backward through the graph a second time")
+                    raise ValueError(
+                        "AGF: position parameters shared across layers (agf_share_across_layers or T5 bias) need "
+                        "non-reentrant gradient checkpointing (the default); call activation_checkpointing_enable() "
+                        "without use_reentrant=True"
+                    )
+        return terms
 
     @torch.no_grad()
     def _init_weights(self, module: nn.Module) -> None:
@@ -1193,23 +717,19 @@ class AgfEncoder(AgfPreTrainedModel):
             inputs_embeds = self.embed_tokens(input_ids)
         batch, length = inputs_embeds.shape[:2]
         positions = positions_from_mask(attention_mask, batch, length, inputs_embeds.device)
-        hidden_states = inputs_embeds
-        if position_encoding_of(self.config).embedding:
-            hidden_states = hidden_states + sinusoidal_position_embedding(positions, self.config.d_model).to(
-                hidden_states.dtype
-            )
+        hidden_states = add_absolute_positions(self.config, inputs_embeds, positions)
         hidden_states = F.dropout(hidden_states, p=self.config.dropout, training=self.training)
         mask = create_bidirectional_mask(
             config=self.config, inputs_embeds=inputs_embeds, attention_mask=attention_mask
         )
-        position_modules = (self.position_encoding, self.value_coefficient)
+        # computed once for every layer: the positions, RoPE angles and the terms of shared position parameters
+        context = self_attention_context(self.config, positions, positions, self.config.encoder_attention_heads)
+        shared_terms = self._shared_terms((self.position_encoding, self.value_coefficient), context)
 
         all_hidden_states = (hidden_states,) if output_hidden_states else None
         all_attentions = () if output_attentions else None
         for layer in self.layers:
-            hidden_states, attn_weights = layer(
-                hidden_states, mask, positions=positions, position_modules=position_modules
-            )
+            hidden_states, attn_weights = layer(hidden_states, mask, positions=context, shared_terms=shared_terms)
             if output_hidden_states:
                 all_hidden_states += (hidden_states,)
             if output_attentions:
@@ -1308,11 +828,7 @@ class AgfDecoder(AgfPreTrainedModel):
                 encoder_attention_mask, batch, encoder_hidden_states.shape[1], device
             )
 
-        hidden_states = inputs_embeds
-        if position_encoding_of(self.config).embedding:
-            hidden_states = hidden_states + sinusoidal_position_embedding(query_positions, self.config.d_model).to(
-                hidden_states.dtype
-            )
+        hidden_states = add_absolute_positions(self.config, inputs_embeds, query_positions)
         hidden_states = F.dropout(hidden_states, p=self.config.dropout, training=self.training)
 
         causal_mask = create_causal_mask(
@@ -1324,8 +840,15 @@ class AgfDecoder(AgfPreTrainedModel):
             attention_mask=encoder_attention_mask,
             encoder_hidden_states=encoder_hidden_states,
         )
-        position_modules = (self.position_encoding, self.value_coefficient)
-        cross_position_modules = (self.cross_position_encoding, self.cross_value_coefficient)
+        # computed once for every layer: the positions, RoPE angles and the terms of shared position parameters
+        heads = self.config.decoder_attention_heads
+        context = self_attention_context(self.config, query_positions, key_positions, heads)
+        shared_terms = self._shared_terms((self.position_encoding, self.value_coefficient), context)
+        cross_context = cross_shared_terms = None
+        if encoder_positions is not None:
+            cross_context = PositionContext(query_positions, encoder_positions)
+            cross_modules = (self.cross_position_encoding, self.cross_value_coefficient)
+            cross_shared_terms = self._shared_terms(cross_modules, cross_context)
 
         all_hidden_states = (hidden_states,) if output_hidden_states else None
         all_self_attentions = () if output_attentions else None
@@ -1336,12 +859,11 @@ class AgfDecoder(AgfPreTrainedModel):
                 causal_mask,
                 encoder_hidden_states,
                 encoder_attention_mask=cross_mask,
-                query_positions=query_positions,
-                key_positions=key_positions,
-                encoder_positions=encoder_positions,
+                positions=context,
+                cross_positions=cross_context,
+                shared_terms=shared_terms,
+                cross_shared_terms=cross_shared_terms,
                 cache=cache,
-                position_modules=position_modules,
-                cross_position_modules=cross_position_modules,
             )
             if output_hidden_states:
                 all_hidden_states += (hidden_states,)

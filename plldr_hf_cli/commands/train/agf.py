@@ -6,6 +6,7 @@ from pathlib import Path
 
 from plldr_hf_cli.arguments import (
     fail,
+    load_light_module,
     missing_dataset_files,
     non_negative_int,
     positive_float,
@@ -14,7 +15,7 @@ from plldr_hf_cli.arguments import (
 )
 
 
-POSITION_ENCODINGS = ("agf", "sinusoidal", "rope", "alibi", "kerple_power", "kerple_log", "t5", "none")
+POSITION_ENCODINGS = tuple(load_light_module("plldr_hf.models.agf.position_encodings").POSITION_ENCODINGS)
 SIZES = ("tiny", "small", "base")
 
 # --tiny: a CPU smoke run in well under a minute; explicit flags still win

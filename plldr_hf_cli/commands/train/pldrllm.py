@@ -7,13 +7,12 @@ without importing `plldr_hf` (which imports torch): `--help` and usage errors st
 
 import argparse
 import dataclasses
-import importlib.util
 import logging
-import sys
 from pathlib import Path
 
 from plldr_hf_cli.arguments import (
     fail,
+    load_light_module,
     missing_dataset_files,
     non_negative_int,
     positive_float,
@@ -22,21 +21,9 @@ from plldr_hf_cli.arguments import (
 )
 
 
-_OPTIONS_MODULE = "plldr_hf.training.options"
-
-
 def load_options_module():
-    """`plldr_hf.training.options` without running `plldr_hf/__init__.py`: the file is loaded by path and registered
-    under its own name, so the training code imported later gets this same module and `TrainOptions` class."""
-    if _OPTIONS_MODULE in sys.modules:
-        return sys.modules[_OPTIONS_MODULE]
-    package = importlib.util.find_spec("plldr_hf")  # finds the package without importing it
-    path = Path(package.submodule_search_locations[0], "training", "options.py")
-    spec = importlib.util.spec_from_file_location(_OPTIONS_MODULE, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[_OPTIONS_MODULE] = module
-    spec.loader.exec_module(module)
-    return module
+    """`plldr_hf.training.options`, without importing torch (`plldr_hf_cli.arguments.load_light_module`)."""
+    return load_light_module("plldr_hf.training.options")
 
 
 def register(families) -> None:

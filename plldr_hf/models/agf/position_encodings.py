@@ -1,0 +1,61 @@
+"""The position encodings of the AGF family: the one list of their names, what each does, and the named variants of
+the AGF paper's comparison.
+
+`POSITION_ENCODINGS` is the only place the names are written: `AgfConfig` validates `position_encoding` against it,
+`positions.py` builds the modules it names, and the command line, the quickstart and the position ablation take
+their choices from it. The module imports only the standard library, so the command line reads it without torch.
+
+| name | what it does | paper |
+|---|---|---|
+| `agf` | a positive power-law coefficient of the relative distance multiplies the scaled logits | arXiv 2603.04805 |
+| `sinusoidal` | absolute sinusoidal vectors added to the token embeddings (vanilla) | arXiv 1706.03762 §3.5 |
+| `rope` | queries and keys of self-attention rotated at their positions | arXiv 2104.09864 |
+| `alibi` | a fixed linear distance bias on the logits | arXiv 2108.12409 |
+| `kerple_power`, `kerple_log` | a learned power / logarithmic distance bias | arXiv 2205.09921 |
+| `t5` | a learned bias per bucket of relative distance, one table per stack | arXiv 1910.10683 |
+| `none` | no position information (NoPE) | |
+"""
+
+from dataclasses import dataclass
+
+
+__all__ = ["POSITION_ENCODINGS", "POSITION_VARIANTS", "PositionEncodingInfo"]
+
+
+@dataclass(frozen=True)
+class PositionEncodingInfo:
+    """How one `position_encoding` enters the model.
+
+    Attributes:
+        label: display name (tables, plots, the quickstart).
+        embedding: absolute sinusoidal vectors are added to the token embeddings.
+        rotary: queries and keys of self-attention are rotated at their real positions.
+        term: the class in `positions.py` of the module evaluated for attention (a log-coefficient multiplying the
+            scaled logits, or a bias added to them), or None.
+        per_stack: one such module per stack, shared by its layers, instead of one per attention.
+    """
+
+    label: str
+    embedding: bool = False
+    rotary: bool = False
+    term: str | None = None
+    per_stack: bool = False
+
+
+POSITION_ENCODINGS: dict[str, PositionEncodingInfo] = {
+    "agf": PositionEncodingInfo("AGF", term="AgfPositionCoefficient"),
+    "sinusoidal": PositionEncodingInfo("sinusoidal (vanilla)", embedding=True),
+    "rope": PositionEncodingInfo("RoPE", rotary=True),
+    "alibi": PositionEncodingInfo("ALiBi", term="AlibiBias"),
+    "kerple_power": PositionEncodingInfo("KERPLE-power", term="KerpleBias"),
+    "kerple_log": PositionEncodingInfo("KERPLE-log", term="KerpleBias"),
+    "t5": PositionEncodingInfo("T5 bias", term="T5RelativeBias", per_stack=True),
+    "none": PositionEncodingInfo("no positions (NoPE)"),
+}
+
+# the named variants of the comparison: each encoding alone, and AGF with PCM-V (its value-side coefficient);
+# label and the `AgfConfig` fields that make the variant
+POSITION_VARIANTS: dict[str, tuple[str, dict]] = {
+    **{name: (info.label, {"position_encoding": name}) for name, info in POSITION_ENCODINGS.items()},
+    "agf+pcmv": ("AGF + PCM-V", {"position_encoding": "agf", "pcmv": True}),
+}

@@ -1,4 +1,4 @@
-"""FLOP bounds of the PLDR-LLM workloads, computed from the config (issue 17): how much slower than an equal-size
+"""FLOP bounds of the PLDR-LLM workloads, computed from the config: how much slower than an equal-size
 Llama PLDR-LLM must be if every extra multiply-add ran at the speed of the model's own.
 
 Counted: matrix products (2 FLOPs per multiply-add); elementwise work, norms and softmax are left out on both sides.

@@ -1,4 +1,4 @@
-"""Greedy-decoding speed of PLDR-LLM: collapsed vs G-cached vs uncached, against a Llama of equal size (issue 3).
+"""Greedy-decoding speed of PLDR-LLM: collapsed vs G-cached vs uncached, against a Llama of equal size.
 
 Variants, all float32 on the CPU with random weights (speed does not depend on the values):
 
@@ -18,7 +18,7 @@ processes affects them alike. Peak memory is the weights plus the largest extra 
     python benchmarks/generate_speed.py --quick         # tiny sizes, < 1 min: a smoke run of the script
     python benchmarks/generate_speed.py --profile       # also profile one decode step of (a) and (d)
 
-Targets (issue 3): a ≥ 0.95 × d (a decode step adds one d×d product per head to SDPA) and a ≥ 3 × c.
+Targets: a ≥ 0.95 × d (a decode step adds one d×d product per head to SDPA) and a ≥ 3 × c.
 """
 
 import argparse

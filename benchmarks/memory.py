@@ -1,4 +1,4 @@
-"""Peak memory of one training step in a fresh process (issue 17): `python -m benchmarks.memory CONTENDER SIZE
+"""Peak memory of one training step in a fresh process: `python -m benchmarks.memory CONTENDER SIZE
 BATCH LENGTH` prints one JSON line with the largest extra heap in use during a step (after a warm-up step), so no
 other model, cache or allocator history of the suite counts. The suite runs it once per training contender.
 """

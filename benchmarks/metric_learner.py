@@ -1,4 +1,4 @@
-"""The metric learner alone, fused units against calling the modules (issue 17): one layer's residual units at the
+"""The metric learner alone, fused units against calling the modules: one layer's residual units at the
 110M shape (14 heads × 64, 8 units of 64→170→64 GLUs) on the Gram matrices of a training batch (4 sequences) and of
 a scoring batch (16 sequences), forward + backward and forward without gradients, one torch thread.
 
@@ -30,9 +30,9 @@ def contenders(batch_train: int, batch_score: int):
 
     from plldr_hf import PldrllmConfig
     from plldr_hf.models.pldrllm.modeling_pldrllm import PldrllmAttention, metric_learner
-    from plldr_hf.training.recipes import SIZES
+    from plldr_hf.training.options import model_fields
 
-    config = PldrllmConfig(vocab_size=32000, **SIZES["110m"]["model"])
+    config = PldrllmConfig(vocab_size=32000, **model_fields("pldrllm", "110m"))
     attention = PldrllmAttention(config, 0)
     heads, d = config.num_attention_heads, config.head_dim
     generator = torch.Generator().manual_seed(0)

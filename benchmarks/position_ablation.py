@@ -46,8 +46,8 @@ LABELS = {name: label for name, (label, _) in POSITION_VARIANTS.items()}
 # the sweep's default, sized to about an hour on 2 cores at 2,000 steps: the paper's vanilla baseline, AGF and
 # AGF + PCM-V (the comparison the paper makes); RoPE, ALiBi, KERPLE-log and T5 with --variants
 DEFAULT_VARIANTS = ("sinusoidal", "agf", "agf+pcmv")
-# the paper's accuracies (%) as given in the project's summary of the paper, WMT17 en→de, 3-layer model (agf.md §4,
-# marked [S]: not checked against the paper body); it reports no RoPE / ALiBi / KERPLE / T5 numbers
+# the paper's accuracies (%) as given in the project's summary of the paper, WMT17 en→de, 3-layer model (arXiv 2603.04805,
+# as summarised for this project: not checked against the paper body, whose full text is not public); it reports no RoPE / ALiBi / KERPLE / T5 numbers
 PAPER_ACCURACY = {"sinusoidal": 70.59, "agf": 70.45, "agf+pcmv": 70.73}
 PAPER_EXTRA = ("AGF-M + SCO + PCM-V", 70.92)
 REFERENCE = "sinusoidal"
@@ -411,7 +411,7 @@ def markdown_table(summary: dict, budget: Budget, meta: dict) -> str:
         "",
         "The paper column is a different setting (WMT17, 5.9M pairs, a larger model trained far longer); only the "
         "ordering of the variants is comparable, not the absolute numbers. Its values come from the project's "
-        "summary of the paper (agf.md §4, [S]).",
+        "summary of the paper (arXiv 2603.04805; not checked against its full text).",
     ]
     return "\n".join(lines + notes) + "\n"
 

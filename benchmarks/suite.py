@@ -1,4 +1,4 @@
-"""Benchmark suite (issue 9): every workload of the performance issue, our models against equal-size Transformers
+"""Benchmark suite: every workload of the performance issue, our models against equal-size Transformers
 baselines, measured in one process with the contenders alternating.
 
 Workloads (full sizes; `--quick` shrinks every model and input to a smoke run):
@@ -57,19 +57,19 @@ RESULTS_DIR = Path(__file__).resolve().parent
 DEFAULT_OUTPUT = RESULTS_DIR / "results"  # .md and .json
 DEFAULT_QUICK_OUTPUT = RESULTS_DIR / "runs" / "quick" / "results"  # runs/ is git-ignored
 
-# PLDR-LLM / Llama sizes come from the decode benchmark (issue 3), so both suites measure the same models
+# PLDR-LLM / Llama sizes come from the decode benchmark, so both suites measure the same models
 PLDR_SIZES = {"full": generate_speed.FULL, "quick": generate_speed.QUICK}
 
 
 def small_sizes(mode: str) -> dict:
-    """The `small` size of `plldr-hf train pldrllm` (`plldr_hf.training.recipes.SIZES["small"]`, its vocabulary
-    included) at full size; the quick sizes otherwise. Read when needed, so listing workloads imports no torch."""
+    """The `small` size of `plldr-hf train pldrllm` (`plldr_hf.training.options.PRESETS["pldrllm"]["small"]`, its
+    vocabulary included) at full size; the quick sizes otherwise. Read when needed, so listing workloads imports no
+    torch."""
     if mode == "quick":
         return dict(generate_speed.QUICK)
-    from plldr_hf.training.recipes import SIZES
+    from plldr_hf.training.options import PRESETS, model_fields
 
-    preset = SIZES["small"]
-    return dict(preset["model"], vocab_size=preset["vocab_size"])
+    return dict(model_fields("pldrllm", "small"), vocab_size=PRESETS["pldrllm"]["small"]["run"]["vocab_size"])
 
 
 AGF_SIZES = {
@@ -558,7 +558,7 @@ def train_workload(models: Models, protocol: dict) -> Workload:
         "units: `metric_learner_compile=True` (the module path), activations stored, the compile time is in the "
         "first run",
         f"DAG term on: weights {DAG_WEIGHTS} on (A_LM, A_P, G_LM); the regulariser of every layer, batch item and "
-        "head through `_LogMeanTraceExp`",
+        "head through `plldr_hf.models.pldrllm.dag.log_mean_trace_exp`",
         "peak memory: the largest extra heap during one step, each contender in a fresh process "
         "(`python -m benchmarks.memory`), over the loaded model",
         "FLOP bound: (PLDR-LLM FLOPs) / (Llama FLOPs) of the step from the config (`benchmarks/flops.py`), with the "
@@ -596,15 +596,18 @@ def agf_attention_workload(models: Models, protocol: dict) -> Workload:
     batch, length = protocol["batch"], protocol["length"]
     d_model = AGF_SIZES[models.mode]["d_model"]
     hidden = torch.randn(batch, length, d_model, generator=torch.Generator().manual_seed(5))
+    from plldr_hf.models.agf.positions import self_attention_context
+
     positions = torch.arange(length).expand(batch, length)
 
     def step(model):
         attention = model.model.encoder.layers[0].self_attn
+        context = self_attention_context(model.config, positions, positions, attention.num_heads)
 
         def run():
             attention.train()
             x = hidden.clone().requires_grad_()
-            out, _ = attention(x, attention_mask=None, query_positions=positions, key_positions=positions)
+            out, _ = attention(x, attention_mask=None, positions=context)
             out.sum().backward()
             attention.zero_grad(set_to_none=True)
             attention.eval()

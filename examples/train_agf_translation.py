@@ -1,6 +1,6 @@
 """Train and evaluate an AGF translation model through the Python API (what `plldr-hf train agf` does).
 
-Steps: recipe training arguments → `train_translation` (data, joint tokenizer, `Seq2SeqTrainer` run, test scores)
+Steps: the run's options (`TranslationOptions`, a preset plus changes) → `train_translation` (data, joint tokenizer, `Seq2SeqTrainer` run, test scores)
 → reload the saved folder with the plain transformers Auto classes → translate and rescore with
 `evaluate_translation`. Default data: the LibreOffice help pairs embedded in the package (offline); `--dataset
 wmt17` downloads WMT17 en-de from the Hub, and local .json / .jsonl / .parquet files work too.
@@ -33,33 +33,23 @@ def main(argv=None) -> int:
     from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, pipeline
 
     import plldr_hf  # noqa: F401  (registers model_type "agf" with the Auto classes)
-    from plldr_hf.training.recipes import translation_training_arguments
+    from plldr_hf.training.options import TranslationOptions
     from plldr_hf.training.seq2seq import evaluate_translation, format_scores, train_translation
 
     output_dir = args.output_dir or f"runs/example-agf-{args.position}{'-pcmv' if args.pcmv else ''}"
+    # 1. every setting of the run: a preset (the CPU smoke run, or a named size) with what this script changes;
+    # the recipe (Transformer-base, arXiv 1706.03762 §5: inverse-sqrt schedule, Adam β2 0.98) is the default
+    settings = dict(position_encoding=args.position, pcmv=args.pcmv, dataset=args.dataset, output_dir=output_dir)
     if args.tiny:
-        steps = dict(max_steps=30, eval_steps=30, save_steps=30, logging_steps=5, warmup_steps=5, learning_rate=3e-3)
-        limits = dict(size="tiny", vocab_size=300, max_train_samples=2000, max_eval_samples=32, max_test_samples=32)
-        limits.update(max_source_length=32, max_target_length=32, num_beams=1)
-        batch = 16
+        options = TranslationOptions.from_name("tiny", **settings)
     else:
         steps = dict(
             max_steps=args.max_steps, eval_steps=500, save_steps=500, warmup_steps=min(1000, args.max_steps // 5)
         )
-        limits = dict(size=args.size, vocab_size=8000, max_eval_samples=500, num_beams=4)
-        batch = 32
-
-    # 1. the recipe (Transformer-base, arXiv 1706.03762 §5): inverse-sqrt schedule, Adam β2 0.98, TensorBoard, bf16 on capable GPUs
-    training_args = translation_training_arguments(output_dir, per_device_train_batch_size=batch, **steps)
+        options = TranslationOptions.from_name(args.size, max_eval_samples=500, **steps, **settings)
 
     # 2. data + tokenizer + Seq2SeqTrainer + test-set scores (in-domain "test" and out-of-domain "gnome")
-    run = train_translation(
-        training_args,
-        dataset=args.dataset[0] if len(args.dataset) == 1 else args.dataset,
-        position_encoding=args.position,
-        pcmv=args.pcmv,
-        **limits,
-    )
+    run = train_translation(options)
     for split, scores in run.scores.items():
         print(format_scores(scores, title=f"{split}: {scores['segments']} segments"))
 
@@ -68,14 +58,14 @@ def main(argv=None) -> int:
     tokenizer = AutoTokenizer.from_pretrained(output_dir)
     sources = ["Click OK to close the dialog.", "Choose Format - Cells."]
     translator = pipeline("translation", model=model, tokenizer=tokenizer)
-    for source, output in zip(sources, translator(sources, num_beams=limits["num_beams"], max_new_tokens=64)):
+    for source, output in zip(sources, translator(sources, num_beams=options.num_beams, max_new_tokens=64)):
         print(f"{source} -> {output[0]['translation_text']}")
 
     # 4. rescoring the reloaded model gives the numbers printed in step 2
     test = run.datasets["test"]
-    length = limits.get("max_target_length", 128)
+    length = options.max_target_length
     again = evaluate_translation(
-        model, tokenizer, test, num_beams=limits["num_beams"], max_source_length=length, max_target_length=length
+        model, tokenizer, test, num_beams=options.num_beams, max_source_length=length, max_target_length=length
     )
     print(f"reloaded: BLEU {again['bleu']:.2f} chrF {again['chrf']:.2f} accuracy {100 * again['accuracy']:.2f}%")
     return 0

@@ -1,4 +1,5 @@
-"""Train a PLDR-LLM from scratch with the Hugging Face Trainer (same flags as `plldr-hf train pldrllm`).
+"""Train a PLDR-LLM from scratch with the Hugging Face Trainer through the Python API (`TrainOptions`,
+`train_causal_lm`; `plldr-hf train pldrllm` has a flag for every option).
 
 Default data: the Shakespeare corpus embedded in the package; `--dataset` takes local text / JSON / Parquet / CSV
 files or a Hugging Face dataset name. The run trains a SentencePiece unigram tokenizer (byte fallback, the
@@ -23,13 +24,35 @@ Several GPUs or processes, unchanged (Trainer picks up the launcher's environmen
 import argparse
 import sys
 
-from plldr_hf_cli.commands.train.pldrllm import add_arguments, train_and_report
-
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    add_arguments(parser)
-    return train_and_report(parser.parse_args(argv))
+    parser.add_argument("--tiny", action="store_true", help="the CPU smoke run (the tiny preset)")
+    parser.add_argument("--size", default="small", help="named size (a key of PRESETS['pldrllm'])")
+    parser.add_argument("--max-steps", type=int)
+    parser.add_argument("--dag-weights", help="DAG weights a,p,g on A_LM, A_P, G_LM")
+    parser.add_argument("--dataset", nargs="+", help="text files, or a Hugging Face dataset name")
+    parser.add_argument("--text-column")
+    parser.add_argument("--learning-rate", type=float)
+    parser.add_argument("--warmup-steps", type=int)
+    parser.add_argument("--output-dir")
+    parser.add_argument("--resume", action="store_true", help="continue from the last checkpoint in --output-dir")
+    args = parser.parse_args(argv)
+
+    from plldr_hf.training.causal_lm import train_causal_lm
+    from plldr_hf.training.options import TrainOptions, parse_dag_weights
+
+    # every setting of the run: a preset (size, recipe defaults) with what was given on the command line
+    given = {k: v for k, v in vars(args).items() if v not in (None, False) and k not in ("tiny", "size")}
+    if "dag_weights" in given:
+        given["dag_weights"] = parse_dag_weights(given["dag_weights"])
+    if given.pop("resume", False):
+        given["resume"] = "last"
+    options = TrainOptions.from_name("tiny" if args.tiny else args.size, **given)
+    report = train_causal_lm(options)
+    if report:
+        print(f"validation perplexity {report['validation_perplexity']:.3g}; report in {options.output_dir}")
+    return 0
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@ Nothing here imports torch, transformers or `plldr_hf`: the parser is built with
 """
 
 import argparse
+import dataclasses
 import importlib.util
 import sys
 from pathlib import Path
@@ -88,3 +89,94 @@ def load_light_module(name: str):
     sys.modules[name] = module
     spec.loader.exec_module(module)
     return module
+
+
+def _flag_type(annotation: str, meta: dict, module):
+    if "parse" in meta:
+        parse = getattr(module, meta["parse"])
+
+        def typed(text):
+            try:
+                return parse(text)
+            except ValueError as err:
+                raise argparse.ArgumentTypeError(str(err)) from None
+
+        return typed
+    if annotation.startswith("int"):
+        return {1: positive_int, 0: non_negative_int}.get(meta.get("min"), int)
+    if annotation.startswith("float"):
+        return positive_float if meta.get("min") == 0 else float
+    return None
+
+
+def _default_text(spec) -> str | None:
+    if spec.default is not dataclasses.MISSING:
+        value = spec.default
+    elif spec.default_factory is not dataclasses.MISSING:
+        value = spec.default_factory()
+    else:
+        return None
+    if value is None or value in ([], {}, ()) or isinstance(value, bool):
+        return None
+    if isinstance(value, (list, tuple)):
+        value = " ".join(map(str, value)) if isinstance(value, list) else ",".join(map(str, value))
+    return str(value).replace("%", "%%")
+
+
+def add_option_flags(parser, options_class) -> None:
+    """One flag per field of an options dataclass (`plldr_hf.training.options`): type, checks, choices and help
+    from the field's metadata, the field's default shown in the help. Flags default to "not given" (absent from the
+    parsed namespace), so `options_from_args` can put them over a preset's values.
+
+    argparse is used directly rather than transformers' `HfArgumentParser`: that one spells flags `--field_name`
+    first, needs a value for `bool | None` fields (`--bf16 true`) and has no value checks (positive integers) or
+    custom parsers (`--dag-weights 0.1,0.1,0.1`), which the commands' users rely on."""
+    module = sys.modules[options_class.__module__]
+    groups = {}
+    for spec in dataclasses.fields(options_class):
+        meta = dict(spec.metadata)
+        if meta.pop("cli", True) is False:
+            continue
+        group_name = meta.pop("group", None)
+        if group_name is not None and group_name not in groups:
+            groups[group_name] = parser.add_argument_group(group_name)
+        target = groups.get(group_name, parser)
+        flag = meta.pop("flag", "--" + spec.name.replace("_", "-"))
+        help_text = meta.pop("help", "")
+        default = _default_text(spec)
+        kwargs = {"default": argparse.SUPPRESS, "dest": spec.name}
+        kwargs["help"] = f"{help_text} [default: {default}]" if default is not None else help_text
+        annotation = str(spec.type)
+        action = meta.pop("action", None)
+        if action == "boolean_optional":
+            kwargs["action"] = argparse.BooleanOptionalAction
+        elif action == "store_false":
+            kwargs["action"] = "store_false"
+        elif annotation == "bool":
+            kwargs["action"] = "store_true"
+        else:
+            if action == "append":
+                kwargs["action"] = "append"
+            kwargs["type"] = _flag_type(annotation, meta, module)
+            if "choices_from" in meta:
+                module_name, _, attribute = meta.pop("choices_from").partition(":")
+                kwargs["choices"] = tuple(getattr(load_light_module(module_name), attribute))
+            for key in ("choices", "metavar", "nargs", "const"):
+                if key in meta:
+                    kwargs[key] = meta[key]
+        target.add_argument(flag, **kwargs)
+
+
+def options_from_args(args: argparse.Namespace, options_class, preset: str | None = None):
+    """The options dataclass from parsed flags: the preset's values (or the field defaults), then every flag given.
+    Repeated `KEY=VALUE` flags become a dict."""
+    given = {}
+    for spec in dataclasses.fields(options_class):
+        if hasattr(args, spec.name):
+            value = getattr(args, spec.name)
+            if spec.metadata.get("action") == "append":
+                value = dict(value)
+            given[spec.name] = value
+    if preset is None:
+        return options_class(**given)
+    return options_class.from_name(preset, **given)

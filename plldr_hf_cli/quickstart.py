@@ -247,7 +247,7 @@ def run_agf(plan: QuickstartPlan, out: Path, deadline: Deadline) -> dict:
     from plldr_hf.models.agf.plots import coefficient_change, plot_coefficient_curves
     from plldr_hf.models.agf.position_encodings import POSITION_VARIANTS
     from plldr_hf.plots import plot_loss_curves
-    from plldr_hf.training.recipes import translation_training_arguments
+    from plldr_hf.training.options import TranslationOptions
     from plldr_hf.training.seq2seq import train_translation
 
     run_dir = out / "agf"
@@ -255,22 +255,8 @@ def run_agf(plan: QuickstartPlan, out: Path, deadline: Deadline) -> dict:
     position_encoding, pcmv = fields["position_encoding"], fields.get("pcmv", False)
     budget = deadline.callbacks(plan, deadline.left() - plan.agf_reserve_s)
     eval_steps = max(1, plan.agf_steps // 10)
-    args = translation_training_arguments(
-        run_dir,
-        max_steps=plan.agf_steps,
-        warmup_steps=plan.agf_warmup_steps,
-        learning_rate=plan.agf_learning_rate,
-        per_device_train_batch_size=32,
-        # the validation curve: teacher-forced loss and accuracy (decoding is left to the final test scoring)
-        predict_with_generate=False,
-        eval_steps=eval_steps,
-        save_steps=plan.agf_steps,
-        save_total_limit=1,
-        logging_steps=max(1, plan.agf_steps // 30),
-    )
-    run = train_translation(
-        args,
-        dataset="libreoffice",
+    options = TranslationOptions(
+        dataset=["libreoffice"],
         size=plan.agf_size,
         position_encoding=position_encoding,
         pcmv=pcmv,
@@ -282,8 +268,18 @@ def run_agf(plan: QuickstartPlan, out: Path, deadline: Deadline) -> dict:
         max_test_samples=plan.agf_test_samples,
         test_splits=("test",),
         num_beams=plan.agf_beams,
-        callbacks=budget,
+        output_dir=str(run_dir),
+        max_steps=plan.agf_steps,
+        warmup_steps=plan.agf_warmup_steps,
+        learning_rate=plan.agf_learning_rate,
+        batch_size=32,
+        eval_steps=eval_steps,
+        save_steps=plan.agf_steps,
+        logging_steps=max(1, plan.agf_steps // 30),
+        # the validation curve: teacher-forced loss and accuracy (decoding is left to the final test scoring)
+        trainer_args=dict(predict_with_generate=False, save_total_limit=1),
     )
+    run = train_translation(options, callbacks=budget)
     test = run.scores["test"]
     plots = {"loss_curves": str(plot_loss_curves(run.trainer.state.log_history, run_dir / "loss_curves.png", label))}
     if position_encoding == "agf":

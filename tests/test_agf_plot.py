@@ -1,4 +1,4 @@
-"""`plldr-hf plot-agf`: the coefficient-curve PNG of a saved AGF model (issue 5)."""
+"""`plldr-hf plot-agf`: the coefficient-curve PNG of a saved AGF model."""
 
 import torch
 

@@ -1,4 +1,4 @@
-"""Smoke test of the benchmark suite (issue 9): `python -m benchmarks run --quick` end to end, tiny sizes.
+"""Smoke test of the benchmark suite: `python -m benchmarks run --quick` end to end, tiny sizes.
 
 Numbers are reported, not asserted: this checks only that every workload runs, that every contender and ratio of
 the issue is measured, and that the Markdown and JSON reports are written.

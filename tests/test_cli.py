@@ -1,4 +1,4 @@
-"""The command line as a user meets it: fast help, one-line errors with exit status 2, no half-made folders (issue 15)."""
+"""The command line as a user meets it: fast help, one-line errors with exit status 2, no half-made folders."""
 
 import subprocess
 import sys
@@ -6,6 +6,7 @@ import sys
 import pytest
 
 from plldr_hf.cli import main
+from plldr_hf_cli import build_parser
 from tests.utils import REPO_ROOT, tiny_agf, tiny_model
 
 
@@ -31,11 +32,34 @@ def test_help_imports_neither_torch_nor_transformers():
     assert proc.returncode == 0, proc.stderr
 
 
-def test_train_sizes_match_the_training_presets():
-    from plldr_hf.training.options import SIZE_NAMES as CLI_SIZES
-    from plldr_hf.training.recipes import SIZES
+def test_train_flags_come_from_the_options_dataclasses(capsys):
+    import dataclasses
 
-    assert sorted(CLI_SIZES) == sorted(SIZES)
+    from plldr_hf.training.options import PRESETS, TrainOptions, TranslationOptions
+
+    parser = build_parser()
+    for command, options in (("pldrllm", TrainOptions), ("agf", TranslationOptions)):
+        with pytest.raises(SystemExit):
+            parser.parse_args(["train", command, "--help"])
+        text = " ".join(capsys.readouterr().out.split())
+        for spec in dataclasses.fields(options):
+            if spec.metadata.get("cli", True):
+                flag = spec.metadata.get("flag", "--" + spec.name.replace("_", "-"))
+                assert flag in text, (command, flag)
+        assert (
+            "[default: 100]" in text
+            if command == "pldrllm"
+            else "[default: 5e-4]" in text or "[default: 0.0005]" in text
+        )
+    # the size choices are the presets' names, and a preset's values sit under the flags given
+    args = parser.parse_args(["train", "pldrllm", "--tiny", "--max-steps", "7"])
+    from plldr_hf_cli.commands.train.pldrllm import options_from
+
+    options = options_from(args)
+    assert (options.max_steps, options.max_train_documents, options.size) == (7, 2000, "tiny")
+    assert parser.parse_args(["train", "pldrllm", "--size", "mini"]).size in PRESETS["pldrllm"]
+    with pytest.raises(SystemExit):
+        parser.parse_args(["train", "pldrllm", "--size", "huge"])
 
 
 @pytest.mark.parametrize("command", [["train", "pldrllm"], ["train", "agf"], ["evaluate"], ["collapse"], ["convert"]])

@@ -31,7 +31,7 @@ def test_help_lists_the_translation_commands(capsys):
     for flag in ("--position", "--pcmv", "--dataset", "--max-steps", "--resume", "--tiny"):
         assert flag in text
     args = parser.parse_args(["train", "agf", "--position", "kerple_log", "--pcmv", "--dataset", "a.jsonl", "b.jsonl"])
-    assert (args.position, args.pcmv, args.dataset) == ("kerple_log", True, ["a.jsonl", "b.jsonl"])
+    assert (args.position_encoding, args.pcmv, args.dataset) == ("kerple_log", True, ["a.jsonl", "b.jsonl"])
     # the CLI reads the registry's names (without torch, plldr_hf_cli.arguments.load_light_module)
     from plldr_hf_cli.commands.train.agf import POSITION_ENCODINGS as CLI_CHOICES
 
@@ -124,18 +124,15 @@ def _write_wmt17_copy(folder, pairs_by_split):
 
 
 def test_wmt17_recipe_offline_from_a_local_copy_of_the_hub_dataset(tmp_path, libreoffice_pairs):
-    from plldr_hf_cli.commands.train.agf import resolve_options
+    from plldr_hf_cli.commands.train.agf import options_from
 
     # the recipe a GPU user runs: base size, WMT-sized vocabulary, ~8k-token batches, beam 4 with length penalty
     parser = build_parser()
-    opts = resolve_options(parser.parse_args(["train", "agf", "--dataset", "wmt17", "--size", "base"]))
-    assert (opts["size"], opts["vocab_size"], opts["batch_size"], opts["warmup_steps"]) == ("base", 32000, 256, 4000)
-    assert (opts["num_beams"], opts["length_penalty"]) == (4, 0.6)
+    opts = options_from(parser.parse_args(["train", "agf", "--dataset", "wmt17", "--size", "base"]))
+    assert (opts.size, opts.vocab_size, opts.batch_size, opts.warmup_steps) == ("base", 32000, 256, 4000)
+    assert (opts.num_beams, opts.length_penalty) == (4, 0.6)
     # an explicit flag still wins over the dataset's defaults
-    assert (
-        resolve_options(parser.parse_args(["train", "agf", "--dataset", "wmt17", "--num-beams", "2"]))["num_beams"]
-        == 2
-    )
+    assert options_from(parser.parse_args(["train", "agf", "--dataset", "wmt17", "--num-beams", "2"])).num_beams == 2
 
     train = libreoffice_pairs[:1200]
     copy = tmp_path / "wmt17"

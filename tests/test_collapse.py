@@ -1,6 +1,6 @@
-"""`PldrllmForCausalLM.collapse()` / `uncollapse()` / `to_fixed_g()` (issue 3, spec pldr_llm.md §9.5,
-hf_integration.md §14): collapsed ≡ uncollapsed for an input-invariant G, the collapsed forward is stock attention
-with q' = q_rot·G and a plain KV cache, and collapsed / fixed-G checkpoints round-trip."""
+"""`PldrllmForCausalLM.collapse()` / `uncollapse()` / `to_fixed_g()` (`plldr_hf/models/pldrllm/collapse.py`):
+collapsed ≡ uncollapsed for an input-invariant G, the collapsed forward is stock attention with q' = q_rot·G and a
+plain KV cache, and collapsed / fixed-G checkpoints round-trip."""
 
 import re
 
@@ -261,7 +261,7 @@ def test_generate_speed_benchmark_quick_mode(tmp_path):
 
 
 def test_collapsed_generate_with_static_cache_compiles_fullgraph():
-    # issue 9: the collapsed forward has no data-dependent shapes or branches, so the decode step is one graph
+    # the collapsed forward has no data-dependent shapes or branches, so the decode step is one graph
     model = tiny_model("sdpa")
     model.collapse([[model.config.eos_token_id], [5, 6, 7, 8]], force=True)
     ids = torch.tensor([[5, 6, 7, 8, 9], [10, 11, 12, 13, 14]])

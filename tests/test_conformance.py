@@ -1,4 +1,4 @@
-"""Behaviour both families share with in-tree Transformers models (issue 13), in this repo's own tests.
+"""Behaviour both families share with in-tree Transformers models, in this repo's own tests.
 
 The same properties are also checked by transformers' own common tests (`tests/transformers_common/run.py`, opt-in).
 """

@@ -1,4 +1,4 @@
-"""Legacy `.pth` conversion and predefined-G loading (issue 12), against files made by the reference code.
+"""Legacy `.pth` conversion and predefined-G loading, against files made by the reference code.
 
 Fixtures: `tests/fixtures/pldrllm_legacy_pth/` (a `.pth` saved by the reference PyTorch code with its logits) and
 `tests/fixtures/pldrllm_released/` (the real predefined-G pickle of the trained v51-110M-1).

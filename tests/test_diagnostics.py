@@ -19,7 +19,7 @@ D = 16
 
 
 def rank_one_identical_rows(*batch):
-    # A = 1·αᵀ: the form of a collapsed metric learner's output (spec §9.1)
+    # A = 1·αᵀ: the form of a collapsed metric learner's output (github.com/burcgokden/PLDR-LLM-Math-Foundations)
     alpha = torch.randn(*batch, 1, D)
     return alpha.expand(*batch, D, D).clone()
 
@@ -161,7 +161,7 @@ def test_diagnose_rejects_bad_input():
 
 
 def test_plots_are_readable_at_a_glance(tmp_path):
-    """≥ 1000 px wide, one question per figure (issue 15); legends sit outside the axes (checked by eye once)."""
+    """≥ 1000 px wide, one question per figure; legends sit outside the axes (checked by eye once)."""
     from PIL import Image
 
     from plldr_hf.models.pldrllm.diagnostics import diagnose

@@ -1,4 +1,4 @@
-"""The FLOP counts behind the benchmarks' bounds (issue 17, `benchmarks/flops.py`) against torch's own counter
+"""The FLOP counts behind the benchmarks' bounds (`benchmarks/flops.py`) against torch's own counter
 (`torch.utils.flop_counter.FlopCounterMode`) on the real models, and the GEMM list the suite's floor replays against
 the products the fused metric learner really makes."""
 

@@ -1,4 +1,4 @@
-"""A plain clone of the repository passes its fixture tests without anything beside it (issue 15).
+"""A plain clone of the repository passes its fixture tests without anything beside it.
 
 The clone lands in an empty temporary folder (no `../shared` next to it) and runs the tests that read the in-repo
 fixtures, importing `plldr_hf` from the clone itself.

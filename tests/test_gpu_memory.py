@@ -1,4 +1,4 @@
-"""Peak GPU memory of the fused AGF + PCM-V path grows linearly with the sequence length (issue 9).
+"""Peak GPU memory of the fused AGF + PCM-V path grows linearly with the sequence length.
 
 The flex path (`attn_implementation="flex_attention"`) never materialises a (B, H, L, L) score matrix, so the peak
 memory of a training step (forward + backward) should grow like L; the eager reference keeps several score-sized

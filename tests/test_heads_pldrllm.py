@@ -1,6 +1,6 @@
-"""The released PLDR-LLM task heads: tensor names, last-non-pad pooling, Trainer fine-tuning and pipelines (issue 12).
+"""The released PLDR-LLM task heads: tensor names, last-non-pad pooling, Trainer fine-tuning and pipelines.
 
-Released names (the author's remote code, `pldr_llm.md` §5.4): the decoder under `decoder`; sequence
+Released names (the author's remote code): the decoder under `decoder`; sequence
 classification `score` without bias; token classification dropout + `score` with bias; question answering
 `qa_outputs` with bias.
 """

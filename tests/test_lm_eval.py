@@ -1,4 +1,4 @@
-"""lm-evaluation-harness on PLDR-LLM: per-choice log-likelihoods do not depend on the batch size (issue 13).
+"""lm-evaluation-harness on PLDR-LLM: per-choice log-likelihoods do not depend on the batch size.
 
 lm-eval right-pads each batch with id 0 and passes no attention mask; the model derives the mask from the pad id,
 so pads stay out of the Gram matrix. The task is local (`plldr_hf.models.pldrllm.lm_eval_task`), nothing is downloaded.

@@ -1,4 +1,4 @@
-"""One order parameter for one model: `train`, `diagnose` and `collapse` report the same G_LM value (issue 15)."""
+"""One order parameter for one model: `train`, `diagnose` and `collapse` report the same G_LM value."""
 
 import json
 

@@ -1,4 +1,4 @@
-"""Padding, batching and packing never change a learned-G PLDR-LLM's numbers (issue 13).
+"""Padding, batching and packing never change a learned-G PLDR-LLM's numbers.
 
 The Gram matrix of a learned-G model spans the positions of a call; these tests pin that pads stay out of it, that
 positions follow the attention mask, and that sequences packed into one row get their own Gram matrix and attention.

@@ -1,5 +1,5 @@
 """PEFT LoRA on PLDR-LLM: q/k/v/o and the PLGA tensors, the DAG gradient into the adapters, Trainer with the DAG
-callback, merge before collapse, and the FFN-only regex (`hf_integration.md` §13)."""
+callback, merge before collapse, and the FFN-only regex."""
 
 import pytest
 import torch

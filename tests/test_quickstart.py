@@ -21,7 +21,7 @@ def test_quickstart_quick_mode_writes_everything(tmp_path):
     assert set(pldr["collapse"]["order_parameter"]) == {"A", "A_LM", "A_P", "G_LM"}
     # a 40-step model is not input-invariant: collapse() must refuse it and say why
     assert pldr["collapse"]["refused"] and "order parameter" in pldr["collapse"]["refused"]
-    # one order parameter: the training report, diagnose and collapse() measure the same number (issue 15); the
+    # one order parameter: the training report, diagnose and collapse() measure the same number; the
     # report's value comes from the in-memory model at the end of training, the others from the saved one, and a
     # 40-step random-like model amplifies float32 kernel rounding (measured 1.3e-5 relative): equal at 3 digits
     after = pldr["order_parameter_after"]["across_inputs"]["G_LM"]

@@ -1,4 +1,4 @@
-"""A training run killed with SIGKILL resumes with `--resume` and ends where an uninterrupted run ends (issue 15)."""
+"""A training run killed with SIGKILL resumes with `--resume` and ends where an uninterrupted run ends."""
 
 import json
 import os

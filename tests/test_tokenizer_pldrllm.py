@@ -1,4 +1,4 @@
-"""The released PLDR-LLM tokenizer through `AutoTokenizer`, checked against `sentencepiece` itself (issue 12).
+"""The released PLDR-LLM tokenizer through `AutoTokenizer`, checked against `sentencepiece` itself.
 
 Fixtures: `tests/fixtures/pldrllm_released/` (the real released `tokenizer.model`, `tokenizer_config.json`,
 `special_tokens_map.json`, `config.json`; a Hub-layout `tokenizer.json` made by transformers' converter).

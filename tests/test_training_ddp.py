@@ -1,6 +1,6 @@
 """One optimizer step with the DAG term on: 2 CPU processes (torchrun, gloo DDP) equal 1 process.
 
-`accelerate launch --cpu --num_processes 2` silently runs one process (`hf_integration.md` §12), so the check uses
+`accelerate launch --cpu --num_processes 2` silently runs one process, so the check uses
 `torchrun --nproc_per_node 2` (as `python -m torch.distributed.run`) on `tests/ddp_one_step.py`.
 """
 

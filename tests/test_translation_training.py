@@ -10,8 +10,9 @@ from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, pipeline
 
 from plldr_hf.evaluation import token_accuracy_counts
 from plldr_hf.training.corpus import load_translation_dataset, take_subset
+from plldr_hf.training.options import TranslationOptions
 from plldr_hf.training.preprocessing import preprocess_translation
-from plldr_hf.training.recipes import translation_training_arguments
+from plldr_hf.training.recipes import translation_arguments_of, translation_training_arguments
 from plldr_hf.training.seq2seq import LengthBucketSampler, evaluate_translation, train_translation
 from plldr_hf.training.tokenizers import train_joint_tokenizer
 
@@ -112,12 +113,25 @@ def test_joint_tokenizer_round_trip(libreoffice, tmp_path, model):
 
 
 def test_training_arguments_guards(tmp_path):
-    args = translation_training_arguments(tmp_path, label_smoothing_factor=0.1)
+    options = TranslationOptions(output_dir=str(tmp_path), trainer_args={"label_smoothing_factor": 0.1})
     with pytest.raises(ValueError, match="smooth the loss twice"):
-        train_translation(args)
-    args = translation_training_arguments(tmp_path / "empty")
+        train_translation(options)
     with pytest.raises(FileNotFoundError, match="no checkpoint"):
-        train_translation(args, resume_from_checkpoint=True)
+        train_translation(TranslationOptions(output_dir=str(tmp_path / "empty"), resume=True))
+
+
+def test_options_own_the_defaults_of_the_training_arguments(tmp_path):
+    # one owner of each default: the recipe's TrainingArguments take them from TranslationOptions
+    options = TranslationOptions(output_dir=str(tmp_path))
+    args = translation_arguments_of(options)
+    assert (args.per_device_train_batch_size, args.learning_rate, args.warmup_steps) == (32, 5e-4, 1000)
+    plain = translation_training_arguments(tmp_path)
+    for name in ("per_device_train_batch_size", "learning_rate", "warmup_steps", "eval_steps", "num_train_epochs"):
+        assert getattr(plain, name) == getattr(args, name), name
+    tiny = TranslationOptions.from_name("tiny", pcmv=True)
+    assert (tiny.size, tiny.max_steps, tiny.vocab_size, tiny.pcmv) == ("tiny", 30, 300, True)
+    with pytest.raises(ValueError, match="no field"):
+        TranslationOptions.from_name("tiny", no_such_field=3)
 
 
 def _teacher_forced_reference(model, tokenizer, raw, max_length):
@@ -136,34 +150,19 @@ def _teacher_forced_reference(model, tokenizer, raw, max_length):
 
 
 def test_seq2seq_trainer_30_steps_end_to_end(tmp_path):
-    args = translation_training_arguments(
-        tmp_path,
-        max_steps=30,
-        eval_steps=30,
-        save_steps=30,
-        logging_steps=5,
-        warmup_steps=5,
-        learning_rate=3e-3,
-        per_device_train_batch_size=16,
-        per_device_eval_batch_size=16,
-        use_cpu=True,
-        disable_tqdm=True,
-    )
     length = 32
-    run = train_translation(
-        args,
-        dataset="libreoffice",
-        size="tiny",
-        position_encoding="agf",
+    options = TranslationOptions.from_name(
+        "tiny",
+        output_dir=str(tmp_path),
         pcmv=True,
-        vocab_size=300,
-        max_train_samples=2000,
         max_eval_samples=24,
         max_test_samples=24,
-        max_source_length=length,
-        max_target_length=length,
-        num_beams=1,
+        eval_batch_size=16,
+        cpu=True,
+        no_progress=True,
     )
+    assert (options.max_steps, options.max_source_length, options.vocab_size) == (30, length, 300)
+    run = train_translation(options)
 
     # training ran and learned something: the loss fell, accuracy beats chance (1/300) by far
     losses = [h["loss"] for h in run.trainer.state.log_history if "loss" in h]

@@ -25,7 +25,7 @@ Endpoints served (anything else answers 404 JSON):
 Committed files land in <store>/<org>/<name>/; each request is logged to <store>/requests.log.
 The server binds to 127.0.0.1 only and answers 503 after MAX_REQUESTS requests.
 
-Copied from the project's shared/tools/fake_hub.py. Local changes: port 0 picks a free port, and the bound address
+A loopback stand-in for the Hub's upload endpoints. Notes: port 0 picks a free port, and the bound address
 is printed as the first line on stdout ("fake hub listening on http://127.0.0.1:PORT"), so parallel test runs
 never collide on a fixed port; `--max-requests N` sets the request budget.
 """

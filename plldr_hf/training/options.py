@@ -1,36 +1,113 @@
-"""`TrainOptions`: every option of a PLDR-LLM training run, written once.
+"""Every setting of a training run, written once: the named presets of both families and one options dataclass per
+family.
 
-`train_causal_lm(options)` takes it; `plldr-hf train pldrllm` generates its flags from it (one flag per field,
-`--field-name`, with the help, choices and value checks in the field's metadata). The module imports only the
-standard library, so the command line can read it without importing torch or transformers
-(`plldr_hf_cli.commands.train.pldrllm.load_options_module`).
+- `PRESETS[family][name]`: the model fields of a named size (`model`) and the run options it sets (`run`). `tiny`
+  is the CPU smoke run of each family (seconds): the tiny model with few steps on little data.
+- `TrainOptions` (PLDR-LLM, `train_causal_lm`, `plldr-hf train pldrllm`) and `TranslationOptions` (AGF,
+  `train_translation`, `plldr-hf train agf`): one field per option, with its default, help and checks in the
+  field's metadata. `from_name(name, **overrides)` is the preset with overrides; `resolved()` fills the defaults that
+  depend on the size and checks the values.
+
+Both `train` commands generate one flag per field from these dataclasses (`plldr_hf_cli.arguments.add_option_flags`),
+so a default is written only here and `--help` shows it. The module imports only the standard library: the command
+line reads it without torch (`plldr_hf_cli.arguments.load_light_module`).
 
 Field metadata read by the command line:
 
 | key | meaning |
 |---|---|
-| `help` | the flag's help text |
+| `help` | the flag's help text (the default is appended) |
 | `min` | integers: 1 → positive, 0 → non-negative; floats: 0 → positive |
 | `choices`, `metavar`, `nargs`, `const` | as in argparse |
-| `parse` | name of a parser in this module for values argparse cannot type (`parse_dag_weights`) |
+| `choices_from` | `"module:attribute"` of a torch-free module whose keys are the choices |
+| `parse` | name of a parser in this module for values argparse cannot type (`parse_dag_weights`, `parse_key_value`) |
+| `flag` | the flag's name when it is not `--field-name` |
+| `action` | `boolean_optional` (`--x` / `--no-x`), `store_false` (with `flag`), `append` (repeatable) |
+| `group` | the `--help` section |
 | `cli` | False: not a flag (set by code, e.g. the Llama baseline's `architecture`) |
 """
 
 from __future__ import annotations
 
 import copy
+import dataclasses
+import json
 from dataclasses import dataclass, field
 
 
-__all__ = ["SIZE_NAMES", "TINY_RUN", "TrainOptions", "parse_dag_weights"]
+__all__ = ["PRESETS", "TrainOptions", "TranslationOptions", "parse_dag_weights", "parse_key_value"]
 
-# the names of `plldr_hf.training.recipes.SIZES` (a test keeps them equal); here so the CLI needs no import of it
-SIZE_NAMES = ("110m", "mini", "small", "tiny")
 
-# what `--tiny` sets unless the flag is given explicitly
-TINY_RUN = dict(
-    size="tiny", max_steps=30, max_train_documents=2000, vocab_size=512, max_eval_blocks=32, logging_steps=5
-)
+# named sizes of both families: model config fields, and the run options of that size
+PRESETS: dict[str, dict[str, dict]] = {
+    "pldrllm": {
+        # the CPU smoke run: seconds
+        "tiny": {
+            "model": dict(hidden_size=64, num_attention_heads=4, head_dim=16, num_hidden_layers=2,
+                          intermediate_size=170, A_dff=42, num_reslayerA=2, num_denseA=2),
+            "run": dict(block_size=64, batch_size=8, vocab_size=512, learning_rate=1e-3, max_steps=30,
+                        max_train_documents=2000, max_eval_blocks=32, logging_steps=5),
+        },
+        # minutes on a CPU (the quickstart): 2 layers, 4 heads × 32, a 4-unit metric learner of 32→85→32 GLUs
+        "mini": {
+            "model": dict(hidden_size=128, num_attention_heads=4, head_dim=32, num_hidden_layers=2,
+                          intermediate_size=341, A_dff=85, num_reslayerA=4, num_denseA=2),
+            "run": dict(block_size=128, batch_size=8, vocab_size=2048, learning_rate=1e-3),
+        },
+        # the released per-head PLGA (d = 64, 8 residual units of 64→170→64 GLUs) in a 4-layer, 256-wide model;
+        # about 5 s per step on a 2-core CPU (a Llama of the same shape: about 1.5 s)
+        "small": {
+            "model": dict(hidden_size=256, num_attention_heads=4, head_dim=64, num_hidden_layers=4,
+                          intermediate_size=682, A_dff=170, num_reslayerA=8, num_denseA=2),
+            "run": dict(block_size=256, batch_size=4, vocab_size=4096, learning_rate=1e-3),
+        },
+        # the released 110M v51 architecture (config.json of fromthesky/PLDR-LLM-v51-110M-1)
+        "110m": {
+            "model": dict(hidden_size=896, num_attention_heads=14, head_dim=64, num_hidden_layers=5,
+                          intermediate_size=2389, A_dff=170, num_reslayerA=8, num_denseA=2),
+            "run": dict(block_size=1024, batch_size=16, vocab_size=32000, learning_rate=1e-3),
+        },
+    },
+    "agf": {
+        # the CPU smoke run: well under a minute
+        "tiny": {
+            "model": dict(d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
+                          decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64),
+            "run": dict(vocab_size=300, max_train_samples=2000, max_eval_samples=32, max_test_samples=32,
+                        max_source_length=32, max_target_length=32, max_steps=30, eval_steps=30, save_steps=30,
+                        logging_steps=5, warmup_steps=5, learning_rate=3e-3, batch_size=16, num_beams=1),
+        },
+        "small": {
+            "model": dict(d_model=128, encoder_layers=3, decoder_layers=3, encoder_attention_heads=4,
+                          decoder_attention_heads=4, encoder_ffn_dim=512, decoder_ffn_dim=512),
+            "run": {},
+        },
+        # Transformer-base (arXiv 1706.03762) at the AGF paper's depth of 3 + 3 layers
+        "base": {
+            "model": dict(d_model=512, encoder_layers=3, decoder_layers=3, encoder_attention_heads=8,
+                          decoder_attention_heads=8, encoder_ffn_dim=2048, decoder_ffn_dim=2048),
+            "run": {},
+        },
+        # --dataset wmt17 (5.9M pairs; a GPU run): the base model with a WMT-sized vocabulary, batches of about 8k
+        # tokens (256 sentences of ~30 subwords, length-bucketed), a long warm-up, beam 4 with length penalty 0.6
+        # for the test scores; evaluation during training decodes 1,000 newstest2016 segments greedily
+        "wmt17": {
+            "model": "base",
+            "run": dict(vocab_size=32000, max_eval_samples=1000, max_steps=100_000, eval_steps=5000, save_steps=5000,
+                        logging_steps=100, warmup_steps=4000, learning_rate=7e-4, batch_size=256,
+                        length_penalty=0.6),
+        },
+    },
+}  # fmt: skip
+
+
+def model_fields(family: str, size: str) -> dict:
+    """The model config fields of a named size (`PRESETS[family][size]["model"]`, following a size it names)."""
+    sizes = PRESETS[family]
+    if size not in sizes:
+        raise ValueError(f"unknown {family} size {size!r}; choose one of {sorted(sizes)}")
+    model = sizes[size]["model"]
+    return dict(sizes[model]["model"] if isinstance(model, str) else model)
 
 
 def parse_dag_weights(text: str) -> tuple[float, float, float]:
@@ -47,6 +124,17 @@ def parse_dag_weights(text: str) -> tuple[float, float, float]:
     return weights
 
 
+def parse_key_value(text: str) -> tuple[str, object]:
+    """`"KEY=VALUE"` → (key, value), the value read as JSON when it is JSON (numbers, true/false) else as text."""
+    key, sep, value = str(text).partition("=")
+    if not sep or not key:
+        raise ValueError(f"expected KEY=VALUE, got {text!r}")
+    try:
+        return key, json.loads(value)
+    except json.JSONDecodeError:
+        return key, value
+
+
 def _opt(default=None, help: str = "", **meta):
     """A dataclass field with its command-line metadata (mutable defaults through a factory)."""
     if isinstance(default, (list, dict)):
@@ -55,44 +143,65 @@ def _opt(default=None, help: str = "", **meta):
     return field(default=default, metadata={"help": help, **meta})
 
 
+class _Preset:
+    """`from_name` for an options dataclass whose class attribute `FAMILY` names its `PRESETS` entry."""
+
+    FAMILY: str
+
+    @classmethod
+    def from_name(cls, name: str, **overrides):
+        """The options of the preset `name` (its size and run settings), then `overrides`."""
+        if name not in PRESETS[cls.FAMILY]:
+            raise ValueError(f"unknown {cls.FAMILY} preset {name!r}; choose one of {sorted(PRESETS[cls.FAMILY])}")
+        fields = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(overrides) - fields)
+        if unknown:
+            raise ValueError(f"{cls.__name__} has no field {', '.join(unknown)}")
+        preset = PRESETS[cls.FAMILY][name]
+        size = preset["model"] if isinstance(preset["model"], str) else name
+        return cls(**{"size": size, **preset["run"], **overrides})
+
+
 @dataclass
-class TrainOptions:
+class TrainOptions(_Preset):
     """Options of `train_causal_lm` and the flags of `plldr-hf train pldrllm`."""
 
-    size: str = _opt("tiny", "model size (default: tiny)", choices=SIZE_NAMES)
+    FAMILY = "pldrllm"
+
+    size: str = _opt("tiny", "model size", choices=tuple(PRESETS["pldrllm"]))
     output_dir: str = _opt("pldrllm-run", "checkpoints, final model and report")
     dataset: list[str] = _opt(
         [],
-        "local text/JSON/Parquet/CSV files or folders, or a Hugging Face dataset name "
-        "(default: the embedded Shakespeare corpus)",
+        "local text/JSON/Parquet/CSV files or folders, or a Hugging Face dataset name (none: the embedded "
+        "Shakespeare corpus)",
         nargs="+",
     )
     dataset_config: str | None = _opt(None, "configuration of a Hugging Face dataset")
     text_column: str = _opt("text", "text column of table files / Hub datasets")
     max_train_documents: int | None = _opt(None, "use only the first N documents", min=1)
     tokenizer: str | None = _opt(None, "existing tokenizer (path or Hub name) instead of training one")
-    vocab_size: int | None = _opt(None, "tokenizer vocabulary (default: by size)", min=1)
-    block_size: int | None = _opt(None, "tokens per training block (default: by size)", min=1)
-    batch_size: int | None = _opt(None, "blocks per device and step (default: by size)", min=1)
-    gradient_accumulation_steps: int = _opt(1, "default: 1", min=1)
-    max_steps: int = _opt(100, "optimizer steps (default: 100)", min=1)
-    learning_rate: float | None = _opt(None, "peak learning rate (default: 1e-3)", min=0)
-    warmup_steps: int | None = _opt(None, "default: 10%% of the steps, at most 2000", min=0)
+    vocab_size: int | None = _opt(None, "tokenizer vocabulary (none: the size's)", min=1)
+    block_size: int | None = _opt(None, "tokens per training block (none: the size's)", min=1)
+    batch_size: int | None = _opt(None, "blocks per device and step (none: the size's)", min=1)
+    gradient_accumulation_steps: int = _opt(1, "micro-batches per optimizer step", min=1)
+    max_steps: int = _opt(100, "optimizer steps", min=1)
+    learning_rate: float | None = _opt(None, "peak learning rate (none: the size's)", min=0)
+    warmup_steps: int | None = _opt(None, "warm-up steps (none: 10%% of the steps, at most 2000)", min=0)
     clip_by: str = _opt("value", "gradient clipping at 1.0", choices=("value", "norm"))
-    bf16: bool | None = _opt(None, "default: if the GPU supports it", action="boolean_optional")
+    bf16: bool | None = _opt(None, "bf16 mixed precision (none: if the GPU supports it)", action="boolean_optional")
     dag_weights: tuple[float, float, float] = _opt(
         (0.0, 0.0, 0.0),
-        "DAG regulariser weights on A_LM, A_P, G_LM (one number: all three; default 0 = off)",
+        "DAG regulariser weights on A_LM, A_P, G_LM (one number: all three; 0 = off)",
         parse="parse_dag_weights",
         metavar="A,P,G",
     )
     dag_warmup_steps: int = _opt(0, "linear ramp of the DAG weights", min=0)
-    dag_form: str = _opt("log_ratio", "form of the DAG term (default: log_ratio)", choices=("log_ratio", "notears"))
+    dag_form: str = _opt("log_ratio", "form of the DAG term", choices=("log_ratio", "notears"))
     log_dag: bool = _opt(False, "log the DAG values even when their weights are 0")
-    logging_steps: int = _opt(10, "default: 10", min=1)
-    eval_steps: int | None = _opt(None, "default: every 20%% of the run; 0: only at the end", min=0)
-    save_steps: int | None = _opt(None, "checkpoint interval (default: at the end)", min=1)
-    save_total_limit: int | None = _opt(2, "checkpoints kept (default: 2)", min=1)
+    logging_steps: int = _opt(10, "log every N steps", min=1)
+    eval_steps: int | None = _opt(None, "evaluate every N steps (none: every 20%% of the run; 0: at the end)", min=0)
+    save_steps: int | None = _opt(None, "checkpoint interval (none: at the end)", min=1)
+    save_total_limit: int | None = _opt(2, "checkpoints kept", min=1)
     max_eval_blocks: int | None = _opt(None, "cap on validation blocks", min=1)
     report_to: list[str] = _opt(["tensorboard"], "Trainer integrations, or none", nargs="+")
     resume: str | bool | None = _opt(
@@ -102,7 +211,7 @@ class TrainOptions:
         const="last",
         metavar="CHECKPOINT",
     )
-    seed: int = _opt(0, "seed of the model init, data order and tokenizer (default: 0)", min=0)
+    seed: int = _opt(0, "seed of the model init, data order and tokenizer", min=0)
     fsdp: bool = _opt(
         False,
         "shard parameters, gradients and optimizer state with FSDP2 (full shard, one decoder layer per unit); GPUs "
@@ -111,27 +220,25 @@ class TrainOptions:
     architecture: str = _opt("pldrllm", "pldrllm, or llama for the baseline of the same shape", cli=False)
     padding_free: bool = _opt(
         False,
-        "one document per example, batches concatenated without padding (DataCollatorWithFlattening); "
-        "each document keeps its own Gram matrix and attention (default: fixed packed blocks)",
+        "one document per example, batches concatenated without padding (DataCollatorWithFlattening); each "
+        "document keeps its own Gram matrix and attention (default: fixed packed blocks)",
     )
 
     def resolved(self) -> TrainOptions:
         """Fills the size-dependent defaults (block, batch, vocabulary, learning rate) and checks the values."""
-        from plldr_hf.training.recipes import SIZES
-
-        if self.size not in SIZES:
-            raise ValueError(f"unknown size {self.size!r}; choose one of {sorted(SIZES)}")
+        sizes = PRESETS["pldrllm"]
+        if self.size not in sizes:
+            raise ValueError(f"unknown size {self.size!r}; choose one of {sorted(sizes)}")
         if self.architecture not in ("pldrllm", "llama"):
             raise ValueError(f"architecture must be 'pldrllm' or 'llama', got {self.architecture!r}")
         for name in ("max_steps", "logging_steps", "gradient_accumulation_steps"):
             if getattr(self, name) < 1:
                 raise ValueError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(self, name)}")
-        preset = SIZES[self.size]
+        preset = sizes[self.size]["run"]
         out = copy.copy(self)
-        out.block_size = self.block_size or preset["block_size"]
-        out.batch_size = self.batch_size or preset["batch_size"]
-        out.vocab_size = self.vocab_size or preset["vocab_size"]
-        out.learning_rate = self.learning_rate or preset["learning_rate"]
+        for name in ("block_size", "batch_size", "vocab_size", "learning_rate"):
+            if getattr(out, name) is None:
+                setattr(out, name, preset[name])
         out.report_to = [r for r in self.report_to if r != "none"]
         out.dataset = list(self.dataset)
         out.dag_weights = tuple(float(w) for w in self.dag_weights)
@@ -139,4 +246,133 @@ class TrainOptions:
             raise ValueError(f"dag_weights are three non-negative numbers (A_LM, A_P, G_LM), got {self.dag_weights}")
         if out.architecture == "llama" and any(out.dag_weights):
             raise ValueError("DAG weights apply to PLDR-LLM only; the llama baseline has no deductive outputs")
+        return out
+
+
+@dataclass
+class TranslationOptions(_Preset):
+    """Options of `train_translation` and the flags of `plldr-hf train agf`."""
+
+    FAMILY = "agf"
+
+    # the model
+    position_encoding: str = _opt(
+        "agf",
+        "position encoding",
+        flag="--position",
+        choices_from="plldr_hf.models.agf.position_encodings:POSITION_ENCODINGS",
+        group="model",
+    )
+    pcmv: bool = _opt(False, "PCM-V: weight the values by the AGF coefficient", group="model")
+    size: str = _opt("base", "named model size", choices=tuple(PRESETS["agf"]), group="model")
+    label_smoothing: float = _opt(0.1, "label smoothing of the training loss", group="model")
+    model_overrides: dict = _opt(
+        {},
+        "any other AgfConfig field, e.g. --set dropout=0.3 --set agf_learn_base=true (repeatable)",
+        flag="--set",
+        action="append",
+        parse="parse_key_value",
+        metavar="FIELD=VALUE",
+        group="model",
+    )
+    # the data
+    dataset: list[str] = _opt(
+        ["libreoffice"],
+        "libreoffice (embedded, offline), wmt17 (Hugging Face Hub), or .json/.jsonl(.gz)/.parquet files or "
+        "folders; SPLIT=PATH names a file's split",
+        nargs="+",
+        group="data",
+    )
+    wmt17_dir: str | None = _opt(
+        None,
+        "with --dataset wmt17: a local copy of the Hub dataset wmt/wmt17 (hf download wmt/wmt17 --repo-type dataset "
+        '--include "de-en/*" --local-dir DIR) instead of the Hub',
+        metavar="DIR",
+        group="data",
+    )
+    source_lang: str = _opt("en", "source language", group="data")
+    target_lang: str = _opt("de", "target language", group="data")
+    tokenizer: str | None = _opt(None, "reuse this tokenizer folder instead of training one", group="data")
+    vocab_size: int = _opt(8000, "size of the trained joint vocabulary", min=1, group="data")
+    tokenizer_model: str = _opt(
+        "bpe", "subword model of the trained tokenizer", choices=("bpe", "unigram"), group="data"
+    )
+    max_source_length: int = _opt(128, "source truncation in subwords", min=1, group="data")
+    max_target_length: int = _opt(128, "target truncation and generation limit", min=1, group="data")
+    max_train_samples: int | None = _opt(None, "fixed random subset of the training split", min=1, group="data")
+    max_eval_samples: int | None = _opt(None, "subset of the validation split", min=1, group="data")
+    max_test_samples: int | None = _opt(None, "subset of each test split", min=1, group="data")
+    test_splits: tuple[str, ...] = _opt(("test", "gnome"), "splits scored after training", cli=False)
+    # the training
+    output_dir: str | None = _opt(
+        None, "where the model and checkpoints go (none: runs/agf-POSITION[-pcmv])", group="training"
+    )
+    max_steps: int | None = _opt(
+        None, "stop after this many optimizer steps (overrides --epochs)", min=1, group="training"
+    )
+    epochs: float = _opt(10.0, "training epochs without --max-steps", min=0, group="training")
+    batch_size: int = _opt(32, "per-device training batch size", min=1, group="training")
+    eval_batch_size: int = _opt(64, "per-device evaluation batch size", min=1, group="training")
+    grad_accum: int = _opt(1, "gradient accumulation steps", min=1, group="training")
+    learning_rate: float = _opt(5e-4, "peak learning rate", min=0, group="training")
+    scheduler: str = _opt(
+        "inverse_sqrt", "transformers scheduler: inverse_sqrt, linear, cosine, ...", group="training"
+    )
+    warmup_steps: int = _opt(1000, "linear warm-up steps", min=0, group="training")
+    weight_decay: float = _opt(0.0, "AdamW weight decay", group="training")
+    eval_steps: int = _opt(1000, "evaluate every N steps", min=1, group="training")
+    save_steps: int = _opt(1000, "checkpoint every N steps", min=1, group="training")
+    logging_steps: int = _opt(50, "log every N steps", min=1, group="training")
+    num_beams: int = _opt(4, "beam size of the final test scoring", min=1, group="training")
+    length_penalty: float = _opt(1.0, "beam-search length penalty of the test scoring", group="training")
+    bucket_by_length: bool = _opt(
+        True,
+        "random training batches instead of length-bucketed ones (2-3x the padding)",
+        flag="--no-bucketing",
+        action="store_false",
+        group="training",
+    )
+    seed: int = _opt(42, "seed of the model init and data order", min=0, group="training")
+    bf16: bool | None = _opt(
+        None, "bf16 mixed precision (none: when available)", action="boolean_optional", group="training"
+    )
+    cpu: bool = _opt(False, "train on the CPU even if a GPU is present", group="training")
+    resume: str | bool | None = _opt(
+        None,
+        "continue from the last checkpoint in --output-dir, or from CHECKPOINT",
+        nargs="?",
+        const=True,
+        metavar="CHECKPOINT",
+        group="training",
+    )
+    report_to: str | None = _opt(
+        None, "Trainer report_to: tensorboard, none, ... (none: tensorboard if installed)", group="training"
+    )
+    no_progress: bool = _opt(False, "no progress bars", group="training")
+    trainer_args: dict = _opt(
+        {},
+        "any other Seq2SeqTrainingArguments field, e.g. --trainer-arg save_total_limit=5 (repeatable)",
+        flag="--trainer-arg",
+        action="append",
+        parse="parse_key_value",
+        metavar="KEY=VALUE",
+        group="training",
+    )
+
+    @property
+    def is_wmt17(self) -> bool:
+        return len(self.dataset) == 1 and self.dataset[0].lower() in ("wmt17", "wmt/wmt17")
+
+    def resolved(self) -> TranslationOptions:
+        """The output folder filled in, and the values checked."""
+        if self.size not in PRESETS["agf"]:
+            raise ValueError(f"unknown size {self.size!r}; choose one of {sorted(PRESETS['agf'])}")
+        out = copy.copy(self)
+        out.dataset = list(self.dataset)
+        out.model_overrides = dict(self.model_overrides)
+        out.trainer_args = dict(self.trainer_args)
+        if out.output_dir is None:
+            out.output_dir = f"runs/agf-{self.position_encoding}{'-pcmv' if self.pcmv else ''}"
+        if out.wmt17_dir is not None and not out.is_wmt17:
+            raise ValueError("--wmt17-dir needs --dataset wmt17")
         return out

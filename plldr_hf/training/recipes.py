@@ -2,17 +2,17 @@
 
 PLDR-LLM:
 
-- `SIZES` / `pldrllm_config` (named sizes `tiny`, `mini`, `small`, `110m`), `llama_config_like` (the baseline of
-  the same width and depth);
+- `pldrllm_config` (the named sizes of `plldr_hf.training.options.PRESETS["pldrllm"]`), `llama_config_like` (the
+  baseline of the same width and depth);
 - `reference_training_arguments` — the reference recipe (github.com/burcgokden/PLDR-LLM-Self-Organized-Criticality; arXiv 2603.23539): AdamW (0.9, 0.95), eps 1e-5, weight
   decay 0.1 on every parameter, clipping by value 1.0, linear warm-up then cosine to 10 % of the peak through the
   stock `cosine_with_min_lr` scheduler, bf16 where the GPU supports it.
 
 AGF translation Transformer:
 
-- `MODEL_SIZES` / `build_agf_config` (sizes `tiny`, `small`, `base`); the named position variants of the paper's
+- `build_agf_config` (the sizes of `PRESETS["agf"]`); the named position variants of the paper's
   comparison are `plldr_hf.models.agf.position_encodings.POSITION_VARIANTS`;
-- `translation_training_arguments` — Adam (β₂ 0.98, ε 1e-9), inverse-square-root decay after a linear warm-up
+- `translation_training_arguments` / `translation_arguments_of(options)` — Adam (β₂ 0.98, ε 1e-9), inverse-square-root decay after a linear warm-up
   (Vaswani et al., arXiv 1706.03762, §5).
 
 Shared: `bf16_available`, `seconds_per_step` (the one definition of s/step every report uses).
@@ -22,7 +22,9 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from plldr_hf.training.options import PRESETS, TranslationOptions, model_fields
 
 
 if TYPE_CHECKING:
@@ -32,100 +34,15 @@ if TYPE_CHECKING:
 
 
 __all__ = [
-    "SIZES",
-    "MODEL_SIZES",
     "bf16_available",
     "build_agf_config",
     "llama_config_like",
     "pldrllm_config",
     "reference_training_arguments",
     "seconds_per_step",
+    "translation_arguments_of",
     "translation_training_arguments",
 ]
-
-# named model sizes: config fields plus training defaults (block length, per-device batch, tokenizer vocabulary)
-SIZES = {
-    # seconds on a CPU; for smoke tests and examples
-    "tiny": {
-        "model": dict(
-            hidden_size=64,
-            num_attention_heads=4,
-            head_dim=16,
-            num_hidden_layers=2,
-            intermediate_size=170,
-            A_dff=42,
-            num_reslayerA=2,
-            num_denseA=2,
-        ),
-        "block_size": 64,
-        "batch_size": 8,
-        "vocab_size": 1024,
-        "learning_rate": 1e-3,
-    },
-    # minutes on a CPU (the quickstart): 2 layers, 4 heads × 32, a 4-unit metric learner of 32→85→32 GLUs
-    "mini": {
-        "model": dict(
-            hidden_size=128,
-            num_attention_heads=4,
-            head_dim=32,
-            num_hidden_layers=2,
-            intermediate_size=341,
-            A_dff=85,
-            num_reslayerA=4,
-            num_denseA=2,
-        ),
-        "block_size": 128,
-        "batch_size": 8,
-        "vocab_size": 2048,
-        "learning_rate": 1e-3,
-    },
-    # the released per-head PLGA (d = 64, 8 residual units of 64→170→64 GLUs) in a 4-layer, 256-wide model;
-    # about 5 s per step on a 2-core CPU (a Llama of the same shape: about 1.5 s)
-    "small": {
-        "model": dict(
-            hidden_size=256,
-            num_attention_heads=4,
-            head_dim=64,
-            num_hidden_layers=4,
-            intermediate_size=682,
-            A_dff=170,
-            num_reslayerA=8,
-            num_denseA=2,
-        ),
-        "block_size": 256,
-        "batch_size": 4,
-        "vocab_size": 4096,
-        "learning_rate": 1e-3,
-    },
-    # the released 110M v51 architecture (the released `config.json` of fromthesky/PLDR-LLM-v51-110M-1); vocabulary from the tokenizer
-    "110m": {
-        "model": dict(
-            hidden_size=896,
-            num_attention_heads=14,
-            head_dim=64,
-            num_hidden_layers=5,
-            intermediate_size=2389,
-            A_dff=170,
-            num_reslayerA=8,
-            num_denseA=2,
-        ),
-        "block_size": 1024,
-        "batch_size": 16,
-        "vocab_size": 32000,
-        "learning_rate": 1e-3,
-    },
-}
-
-
-# named model sizes; "base" is Transformer-base (arXiv 1706.03762) at the AGF paper's depth 3, the others are for CPU
-MODEL_SIZES: dict[str, dict[str, Any]] = {
-    "tiny": dict(d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
-                 decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64),
-    "small": dict(d_model=128, encoder_layers=3, decoder_layers=3, encoder_attention_heads=4,
-                  decoder_attention_heads=4, encoder_ffn_dim=512, decoder_ffn_dim=512),
-    "base": dict(d_model=512, encoder_layers=3, decoder_layers=3, encoder_attention_heads=8,
-                 decoder_attention_heads=8, encoder_ffn_dim=2048, decoder_ffn_dim=2048),
-}  # fmt: skip
 
 
 def bf16_available() -> bool:
@@ -152,7 +69,7 @@ def pldrllm_config(
     dag_loss_form: str = "log_ratio",
     **overrides,
 ):
-    """`PldrllmConfig` of a named size (a key of `SIZES`) with the vocabulary of the tokenizer.
+    """`PldrllmConfig` of a named size (a key of `PRESETS["pldrllm"]`) with the vocabulary of the tokenizer.
 
     Example:
         >>> pldrllm_config("tiny", 1024).hidden_size
@@ -160,13 +77,10 @@ def pldrllm_config(
     """
     from plldr_hf import PldrllmConfig
 
-    if size not in SIZES:
-        raise ValueError(f"unknown size {size!r}; choose one of {sorted(SIZES)}")
-    preset = SIZES[size]
-    fields = dict(preset["model"])
+    fields = model_fields("pldrllm", size)
     fields.update(
         vocab_size=vocab_size,
-        max_position_embeddings=max_position_embeddings or preset["block_size"],
+        max_position_embeddings=max_position_embeddings or PRESETS["pldrllm"][size]["run"]["block_size"],
         dag_weight_a_lm=float(dag_weights[0]),
         dag_weight_a_p=float(dag_weights[1]),
         dag_weight_g_lm=float(dag_weights[2]),
@@ -289,11 +203,12 @@ def seconds_per_step(train_metrics: dict, steps: int) -> float | None:
 
 
 def translation_training_arguments(output_dir: str | os.PathLike, **overrides) -> Seq2SeqTrainingArguments:
-    """`Seq2SeqTrainingArguments` with the translation recipe's defaults; any field can be overridden.
+    """`Seq2SeqTrainingArguments` with the translation recipe; any field can be overridden.
 
-    Defaults: batch 32, learning rate 5e-4 with `inverse_sqrt` decay after 1000 linear warm-up steps, Adam β₂ 0.98
-    and ε 1e-9, gradient clipping 1.0, 10 epochs, evaluation / checkpoint every 1000 steps (two kept), logging every
-    50 steps, `predict_with_generate` with greedy decoding, TensorBoard when installed, bf16 when the GPU has it.
+    The recipe: Adam β₂ 0.98 and ε 1e-9, gradient clipping 1.0, evaluation and checkpoints by steps (two kept),
+    `predict_with_generate` with greedy decoding, TensorBoard when installed, bf16 when the GPU has it; batch sizes,
+    learning rate, schedule, warm-up, epochs and intervals are the defaults of `TranslationOptions` (batch 32,
+    5e-4 with `inverse_sqrt` decay after 1000 warm-up steps, 10 epochs, every 1000 steps).
 
     Example:
         >>> args = translation_training_arguments("runs/agf", max_steps=30, eval_steps=10)
@@ -303,33 +218,63 @@ def translation_training_arguments(output_dir: str | os.PathLike, **overrides) -
     import torch
     from transformers import Seq2SeqTrainingArguments
 
+    options = TranslationOptions()
     defaults = dict(
-        per_device_train_batch_size=32,
-        per_device_eval_batch_size=64,
-        learning_rate=5e-4,
-        lr_scheduler_type="inverse_sqrt",
-        warmup_steps=1000,
+        per_device_train_batch_size=options.batch_size,
+        per_device_eval_batch_size=options.eval_batch_size,
+        learning_rate=options.learning_rate,
+        lr_scheduler_type=options.scheduler,
+        warmup_steps=options.warmup_steps,
         adam_beta1=0.9,
         adam_beta2=0.98,
         adam_epsilon=1e-9,
-        weight_decay=0.0,
+        weight_decay=options.weight_decay,
         max_grad_norm=1.0,
-        num_train_epochs=10,
+        num_train_epochs=options.epochs,
         eval_strategy="steps",
-        eval_steps=1000,
+        eval_steps=options.eval_steps,
         save_strategy="steps",
-        save_steps=1000,
+        save_steps=options.save_steps,
         save_total_limit=2,
-        logging_steps=50,
+        logging_steps=options.logging_steps,
         predict_with_generate=True,
         generation_num_beams=1,
         report_to=["tensorboard"] if _tensorboard_available() else "none",
         bf16=bf16_available(),
         dataloader_pin_memory=torch.cuda.is_available(),
-        seed=42,
+        seed=options.seed,
     )
     defaults.update(overrides)
     return Seq2SeqTrainingArguments(output_dir=str(output_dir), **defaults)
+
+
+def translation_arguments_of(options: TranslationOptions) -> Seq2SeqTrainingArguments:
+    """The `Seq2SeqTrainingArguments` a `TranslationOptions` run trains with (its `trainer_args` last)."""
+    options = options.resolved()
+    fields = dict(
+        per_device_train_batch_size=options.batch_size,
+        per_device_eval_batch_size=options.eval_batch_size,
+        gradient_accumulation_steps=options.grad_accum,
+        learning_rate=options.learning_rate,
+        lr_scheduler_type=options.scheduler,
+        warmup_steps=options.warmup_steps,
+        weight_decay=options.weight_decay,
+        num_train_epochs=options.epochs,
+        max_steps=options.max_steps if options.max_steps is not None else -1,
+        eval_steps=options.eval_steps,
+        save_steps=options.save_steps,
+        logging_steps=options.logging_steps,
+        seed=options.seed,
+        disable_tqdm=options.no_progress,
+    )
+    if options.bf16 is not None:
+        fields["bf16"] = options.bf16
+    if options.cpu:
+        fields["use_cpu"] = True
+    if options.report_to:
+        fields["report_to"] = options.report_to
+    fields.update(options.trainer_args)
+    return translation_training_arguments(options.output_dir, **fields)
 
 
 def build_agf_config(
@@ -344,7 +289,7 @@ def build_agf_config(
 
     Args:
         tokenizer: the joint tokenizer (sets `vocab_size`, pad / bos / eos ids; decoding starts with `<s>`).
-        size: a key of `MODEL_SIZES`.
+        size: a key of `PRESETS["agf"]`.
         position_encoding: `AgfConfig.position_encoding`.
         pcmv: `AgfConfig.pcmv` (needs `position_encoding="agf"`).
         label_smoothing: label smoothing of the training loss computed in the model's forward.
@@ -352,12 +297,10 @@ def build_agf_config(
     """
     from plldr_hf.models.agf import AgfConfig
 
-    if size not in MODEL_SIZES:
-        raise ValueError(f"unknown model size {size!r}; choose one of {sorted(MODEL_SIZES)}")
+    fields = model_fields("agf", size)
     for name in ("pad_token_id", "bos_token_id", "eos_token_id"):
         if getattr(tokenizer, name) is None:
             raise ValueError(f"the tokenizer has no {name[:-3]}; translation needs <pad>, <s> and </s> tokens")
-    fields = dict(MODEL_SIZES[size])
     fields.update(
         vocab_size=len(tokenizer),
         position_encoding=position_encoding,

@@ -50,19 +50,20 @@ from transformers.trainer_pt_utils import LengthGroupedSampler, get_length_group
 
 from plldr_hf.evaluation import token_accuracy_counts, translation_scores
 from plldr_hf.models.agf import AgfForConditionalGeneration
+from plldr_hf.models.agf.position_encodings import POSITION_VARIANTS
 from plldr_hf.training.checkpoints import resolve_checkpoint
 from plldr_hf.training.corpus import load_translation_dataset, take_subset
+from plldr_hf.training.options import TranslationOptions
 from plldr_hf.training.preprocessing import preprocess_translation
-from plldr_hf.models.agf.position_encodings import POSITION_VARIANTS
-from plldr_hf.training.recipes import MODEL_SIZES, build_agf_config, translation_training_arguments
+from plldr_hf.training.recipes import build_agf_config, translation_arguments_of, translation_training_arguments
 from plldr_hf.training.tokenizers import train_joint_tokenizer
 
 
 logger = logging.getLogger(__name__)
 
 __all__ = [
-    "MODEL_SIZES",
     "POSITION_VARIANTS",
+    "TranslationOptions",
     "LengthBucketSampler",
     "TranslationTrainer",
     "TranslationRun",
@@ -243,92 +244,59 @@ def _load_or_train_tokenizer(args, raw, tokenizer, vocab_size, tokenizer_model, 
 
 
 def train_translation(
-    args: Seq2SeqTrainingArguments,
+    options: TranslationOptions,
     *,
-    dataset: str | os.PathLike | Sequence[str | os.PathLike] = "libreoffice",
-    wmt17_dir: str | os.PathLike | None = None,
-    source_lang: str = "en",
-    target_lang: str = "de",
-    size: str = "base",
-    position_encoding: str = "agf",
-    pcmv: bool = False,
-    label_smoothing: float = 0.1,
-    model_overrides: dict[str, Any] | None = None,
-    tokenizer: PreTrainedTokenizerBase | str | os.PathLike | None = None,
-    vocab_size: int = 8000,
-    tokenizer_model: str = "bpe",
-    max_source_length: int = 128,
-    max_target_length: int = 128,
-    max_train_samples: int | None = None,
-    max_eval_samples: int | None = None,
-    max_test_samples: int | None = None,
-    test_splits: Sequence[str] = ("test", "gnome"),
-    num_beams: int = 4,
-    length_penalty: float = 1.0,
-    bucket_by_length: bool = True,
-    drop_long_train_pairs: bool = True,
-    resume_from_checkpoint: bool | str | None = None,
+    training_args: Seq2SeqTrainingArguments | None = None,
+    tokenizer: PreTrainedTokenizerBase | None = None,
     callbacks: Sequence[TrainerCallback] | None = None,
 ) -> TranslationRun:
     """Trains an AGF-family translation model with `Seq2SeqTrainer` and scores it on the test sets.
 
     Args:
-        args: training arguments, usually from `translation_training_arguments(output_dir, ...)`. Label smoothing
-            belongs to the model (`label_smoothing`), so `args.label_smoothing_factor` must stay 0.
-        dataset: `"libreoffice"` (embedded, offline), `"wmt17"` (Hub) or local files; see
-            `load_translation_dataset`.
-        wmt17_dir: with `dataset="wmt17"`, a local copy of the Hub dataset repository to read instead of the Hub.
-        source_lang: source language key.
-        target_lang: target language key.
-        size: a key of `MODEL_SIZES`.
-        position_encoding: `AgfConfig.position_encoding` (`"agf"`, `"sinusoidal"`, `"rope"`, `"alibi"`,
-            `"kerple_power"`, `"kerple_log"`, `"t5"`, `"none"`).
-        pcmv: PCM-V (AGF only).
-        label_smoothing: label smoothing of the training loss.
-        model_overrides: further `AgfConfig` fields.
-        tokenizer: an existing tokenizer or its folder; default: train one on the training split (or reuse the one
-            already saved in `args.output_dir`).
-        vocab_size: size of a newly trained tokenizer.
-        tokenizer_model: `"bpe"` or `"unigram"`.
-        max_source_length: source truncation, in subwords.
-        max_target_length: target truncation, and the generation limit.
-        max_train_samples: use a fixed random subset of the training split.
-        max_eval_samples: likewise for the validation split used during training.
-        max_test_samples: likewise for each final test split.
-        test_splits: splits scored after training (those missing from the dataset are skipped).
-        num_beams: beam size of the final scoring (and of the saved generation config).
-        length_penalty: beam-search length penalty (exponent of the length normalisation; saved with the generation
-            config).
-        bucket_by_length: training batches of similar length in random order (`LengthBucketSampler`): the same
-            learning per step at a fraction of the padding.
-        drop_long_train_pairs: train only on pairs that fit `max_source_length` / `max_target_length` whole
-            (evaluation and test splits are truncated, never filtered).
-        resume_from_checkpoint: True to continue from the last checkpoint in `args.output_dir`, or a checkpoint path.
+        options: every setting of the run (`plldr_hf.training.options.TranslationOptions`, e.g.
+            `TranslationOptions.from_name("tiny", pcmv=True)`): data, tokenizer, model and training.
+        training_args: the `Seq2SeqTrainingArguments`; default `recipes.translation_arguments_of(options)`. Label
+            smoothing belongs to the model (`options.label_smoothing`), so `label_smoothing_factor` must stay 0.
+        tokenizer: an existing tokenizer object (else `options.tokenizer`, a folder; else one is trained on the
+            training split, or the one already saved in the output folder is reused).
         callbacks: extra `TrainerCallback`s.
+
+    Pairs that do not fit `max_source_length` / `max_target_length` whole are left out of training (evaluation and
+    test splits are truncated, never filtered); training batches are length-bucketed (`LengthBucketSampler`)
+    unless `bucket_by_length` is off.
 
     Returns:
         A `TranslationRun`; the model, tokenizer, generation config, `train_results.json` and
-        `<split>_results.json` (scores with sacrebleu signatures) are saved in `args.output_dir`.
+        `<split>_results.json` (scores with sacrebleu signatures) are saved in the output folder.
     """
+    options = options.resolved()
+    args = training_args if training_args is not None else translation_arguments_of(options)
+    dataset = options.dataset[0] if len(options.dataset) == 1 else options.dataset
+    source_lang, target_lang = options.source_lang, options.target_lang
+    max_source_length, max_target_length = options.max_source_length, options.max_target_length
+    num_beams, length_penalty = options.num_beams, options.length_penalty
+    tokenizer = tokenizer if tokenizer is not None else options.tokenizer
     if args.label_smoothing_factor:
         raise ValueError(
             f"label_smoothing_factor={args.label_smoothing_factor} would smooth the loss twice; pass "
             "label_smoothing= to train_translation instead (the model computes the smoothed loss)"
         )
-    resume_from_checkpoint = resolve_checkpoint(resume_from_checkpoint, args.output_dir)
+    resume_from_checkpoint = resolve_checkpoint(options.resume, args.output_dir)
     from datasets import DatasetDict
 
     set_seed(args.seed)
     os.makedirs(args.output_dir, exist_ok=True)
 
     with args.main_process_first(desc="loading data and tokenizer"):
-        raw = load_translation_dataset(dataset, source_lang, target_lang, wmt17_dir=wmt17_dir)
-        raw["train"] = take_subset(raw["train"], max_train_samples)
-        raw["validation"] = take_subset(raw["validation"], max_eval_samples)
+        raw = load_translation_dataset(dataset, source_lang, target_lang, wmt17_dir=options.wmt17_dir)
+        raw["train"] = take_subset(raw["train"], options.max_train_samples)
+        raw["validation"] = take_subset(raw["validation"], options.max_eval_samples)
         for split in raw:
             if split not in ("train", "validation"):
-                raw[split] = take_subset(raw[split], max_test_samples)
-        tok = _load_or_train_tokenizer(args, raw, tokenizer, vocab_size, tokenizer_model, (source_lang, target_lang))
+                raw[split] = take_subset(raw[split], options.max_test_samples)
+        tok = _load_or_train_tokenizer(
+            args, raw, tokenizer, options.vocab_size, options.tokenizer_model, (source_lang, target_lang)
+        )
         # each split tokenised once: the training split drops the pairs that do not fit, the others are truncated
         tokenized = DatasetDict(
             {
@@ -339,22 +307,26 @@ def train_translation(
                     target_lang,
                     max_source_length=max_source_length,
                     max_target_length=max_target_length,
-                    drop_long=drop_long_train_pairs and split == "train",
+                    drop_long=split == "train",
                 )
                 for split, data in raw.items()
             }
         )
-        if drop_long_train_pairs:
-            logger.info(
-                "training on %d of %d pairs (the others exceed %d / %d subwords)",
-                len(tokenized["train"]),
-                len(raw["train"]),
-                max_source_length,
-                max_target_length,
-            )
+        logger.info(
+            "training on %d of %d pairs (the others exceed %d / %d subwords)",
+            len(tokenized["train"]),
+            len(raw["train"]),
+            max_source_length,
+            max_target_length,
+        )
 
     config = build_agf_config(
-        tok, size, position_encoding, pcmv, label_smoothing=label_smoothing, **(model_overrides or {})
+        tok,
+        options.size,
+        options.position_encoding,
+        options.pcmv,
+        label_smoothing=options.label_smoothing,
+        **options.model_overrides,
     )
     model = AgfForConditionalGeneration(config)
     model.generation_config = GenerationConfig(
@@ -369,9 +341,9 @@ def train_translation(
     )
     logger.info(
         "model: %s, %s%s, %.2fM parameters",
-        size,
-        position_encoding,
-        " + PCM-V" if pcmv else "",
+        options.size,
+        options.position_encoding,
+        " + PCM-V" if options.pcmv else "",
         sum(p.numel() for p in model.parameters()) / 1e6,
     )
 
@@ -386,7 +358,7 @@ def train_translation(
         ),
         compute_metrics=build_compute_metrics(tok),
         callbacks=list(callbacks or []),
-        bucket_by_length=bucket_by_length,
+        bucket_by_length=options.bucket_by_length,
     )
     train_output = trainer.train(resume_from_checkpoint=resume_from_checkpoint)
     # Trainer wrote use_cache=False into the config for training (gradient checkpointing turns the cache off)
@@ -397,7 +369,7 @@ def train_translation(
     trainer.save_state()
 
     run = TranslationRun(model, tok, trainer, raw, train_metrics=train_output.metrics)
-    for split in test_splits:
+    for split in options.test_splits:
         if split not in raw:
             logger.info("no %s split in this dataset; not scored", split)
             continue

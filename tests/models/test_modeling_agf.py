@@ -1,4 +1,4 @@
-"""AGF / PCM-V translation Transformer (issue 5): identities, baselines, fast path, caching, save/load, gradients.
+"""AGF / PCM-V translation Transformer: identities, baselines, fast path, caching, save/load, gradients.
 
 Every check compares the model with a reference: an independent formula, the eager path, an uncached or unpadded
 run, or a reloaded copy. Tiny configs (vocab 99, d_model 32, 2 + 2 layers, 4 heads), CPU, seconds each.

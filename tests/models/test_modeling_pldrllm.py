@@ -131,7 +131,7 @@ def test_deductive_outputs_shapes_and_positivity():
 
 
 def test_gram_matrix_sees_future_tokens():
-    # reference behaviour (spec §3.5): the Gram matrix sums over all positions, so a later token changes G
+    # reference behaviour (no mask, no 1/S in the reference code): the Gram matrix sums over all positions, so a later token changes G
     torch.manual_seed(0)
     model = tiny_model()
     ids = torch.randint(4, 99, (1, 9))

@@ -1,22 +1,21 @@
 """`plldr-hf train pldrllm`: train a PLDR-LLM causal LM with Trainer (`plldr_hf.training.causal_lm`).
 
 The flags are generated from `plldr_hf.training.options.TrainOptions` (one per field, with the help and checks in the
-field's metadata), so an option is written once. That module imports only the standard library and is loaded here
-without importing `plldr_hf` (which imports torch): `--help` and usage errors stay fast.
+field's metadata; `plldr_hf_cli.arguments.add_option_flags`, shared with `train agf`), so an option and its default
+are written once. That module imports only the standard library and is loaded here without importing `plldr_hf`
+(which imports torch): `--help` and usage errors stay fast.
 """
 
 import argparse
-import dataclasses
 import logging
 from pathlib import Path
 
 from plldr_hf_cli.arguments import (
+    add_option_flags,
     fail,
     load_light_module,
     missing_dataset_files,
-    non_negative_int,
-    positive_float,
-    positive_int,
+    options_from_args,
     run_creating,
 )
 
@@ -42,62 +41,20 @@ def register(families) -> None:
     parser.set_defaults(func=run)
 
 
-def _flag_type(annotation: str, meta: dict, options):
-    if "parse" in meta:
-        parse = getattr(options, meta["parse"])
-
-        def typed(text):
-            try:
-                return parse(text)
-            except ValueError as err:
-                raise argparse.ArgumentTypeError(str(err)) from None
-
-        return typed
-    if annotation.startswith("int"):
-        return {1: positive_int, 0: non_negative_int}.get(meta.get("min"), int)
-    if annotation.startswith("float"):
-        return positive_float if meta.get("min") == 0 else float
-    return None
-
-
 def add_arguments(parser) -> None:
-    """Adds the `train pldrllm` flags (one per `TrainOptions` field, default None = the field's default) and
-    `--tiny` to an argparse parser."""
+    """Adds the `train pldrllm` flags (one per `TrainOptions` field) and `--tiny` to an argparse parser."""
     options = load_options_module()
+    tiny = ", ".join(f"{key} {value}" for key, value in options.PRESETS["pldrllm"]["tiny"]["run"].items())
     parser.add_argument(
-        "--tiny",
-        action="store_true",
-        help="CPU smoke run in seconds: tiny model, 2000 documents, 512-piece tokenizer, 30 steps (flags still win)",
+        "--tiny", action="store_true", help=f"CPU smoke run in seconds: the tiny preset ({tiny}); flags still win"
     )
-    for spec in dataclasses.fields(options.TrainOptions):
-        meta = dict(spec.metadata)
-        if meta.pop("cli", True) is False:
-            continue
-        flag = "--" + spec.name.replace("_", "-")
-        kwargs = {"default": None, "help": meta.pop("help", None), "dest": spec.name}
-        annotation = str(spec.type)
-        if meta.pop("action", None) == "boolean_optional":
-            kwargs["action"] = argparse.BooleanOptionalAction
-        elif annotation == "bool":
-            kwargs["action"] = "store_true"
-        else:
-            kwargs["type"] = _flag_type(annotation, meta, options)
-            for key in ("choices", "metavar", "nargs", "const"):
-                if key in meta:
-                    kwargs[key] = meta[key]
-        parser.add_argument(flag, **kwargs)
+    add_option_flags(parser, options.TrainOptions)
 
 
-def options_from_args(args: argparse.Namespace):
-    """`TrainOptions` from parsed flags: the field defaults, then `--tiny`'s, then every flag given."""
+def options_from(args: argparse.Namespace):
+    """`TrainOptions` from parsed flags: the field defaults or the `tiny` preset, then every flag given."""
     options = load_options_module()
-    given = {
-        spec.name: getattr(args, spec.name)
-        for spec in dataclasses.fields(options.TrainOptions)
-        if getattr(args, spec.name, None) is not None
-    }
-    base = options.TINY_RUN if getattr(args, "tiny", False) else {}
-    return options.TrainOptions(**{**base, **given})
+    return options_from_args(args, options.TrainOptions, "tiny" if getattr(args, "tiny", False) else None)
 
 
 def _sig(value) -> str:
@@ -111,7 +68,7 @@ def train_and_report(args: argparse.Namespace) -> int:
     # the pipeline's own progress lines; other libraries (accelerate, datasets) stay at WARNING
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     logging.getLogger("plldr_hf").setLevel(logging.INFO)
-    options = options_from_args(args)
+    options = options_from(args)
     report = train_causal_lm(options)
     if report:
         before = ((report.get("order_parameter_before") or {}).get("across_inputs") or {}).get("G_LM")
@@ -128,8 +85,11 @@ def train_and_report(args: argparse.Namespace) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    missing = missing_dataset_files(args.dataset)
+    try:
+        options = options_from(args)
+    except ValueError as error:
+        return fail("train pldrllm", error)
+    missing = missing_dataset_files(options.dataset)
     if missing:
         return fail("train pldrllm", f"--dataset: {missing[0]} does not exist; give existing files or folders")
-    output_dir = args.output_dir or load_options_module().TrainOptions.output_dir
-    return run_creating("train pldrllm", output_dir, lambda: train_and_report(args))
+    return run_creating("train pldrllm", options.output_dir, lambda: train_and_report(args))

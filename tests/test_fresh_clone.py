@@ -15,12 +15,12 @@ from tests.utils import REPO_ROOT
 
 
 FIXTURE_TESTS = [
-    "tests/test_released_format.py::test_released_folder_loads_without_remote_code",
-    "tests/test_released_format.py::test_reference_logits_and_deductive_outputs",
+    "tests/models/pldrllm/test_released_format.py::test_released_folder_loads_without_remote_code",
+    "tests/models/pldrllm/test_released_format.py::test_reference_logits_and_deductive_outputs",
     "tests/test_evaluation.py::test_bleu_and_chrf_reproduce_newstest2017_scores",
-    "tests/test_tokenizer_pldrllm.py::test_released_tokenizer_equals_sentencepiece",
-    "tests/test_conversion.py::test_reference_pth_converts_and_reproduces_its_logits",
-    "tests/test_conversion.py::test_real_predefined_g_file_loads_on_the_cpu",
+    "tests/models/pldrllm/test_tokenization_pldrllm.py::test_released_tokenizer_equals_sentencepiece",
+    "tests/models/pldrllm/test_conversion.py::test_reference_pth_converts_and_reproduces_its_logits",
+    "tests/models/pldrllm/test_conversion.py::test_real_predefined_g_file_loads_on_the_cpu",
 ]
 
 

@@ -2,7 +2,7 @@
 
 The pushes run once per session (`tests/hub_utils.published`): a collapsed PLDR-LLM and an AGF model through
 `plldr_hf.hub.push_to_hub`, `model.push_to_hub`, transformers' own push, `plldr-hf push` and `Trainer.push_to_hub`.
-Loading them back, with and without the package, is `tests/test_remote_code.py`; pipelines, `test_pipelines.py`.
+Loading them back, with and without the package, is `tests/hub/test_remote_code.py`; pipelines, `test_pipelines.py`.
 """
 
 import hashlib

@@ -9,7 +9,6 @@ sharding itself with torch's `fully_shard` under the same policy (`plldr_hf.trai
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 import torch
@@ -19,10 +18,10 @@ from transformers import AutoModelForCausalLM, TrainingArguments
 from plldr_hf.training.distributed import fsdp_config, sharding_units
 from tests.ddp_one_step import tiny_model
 from tests.fsdp_one_step import one_step_reference
-from tests.utils import assert_close, tiny_agf
+from tests.utils import REPO_ROOT, assert_close, tiny_agf
 
 
-HELPER = Path(__file__).with_name("fsdp_one_step.py")
+HELPER = REPO_ROOT / "tests" / "fsdp_one_step.py"
 
 
 @pytest.fixture(scope="module")

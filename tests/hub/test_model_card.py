@@ -3,7 +3,7 @@
 `plldr_hf.hub.render_model_card` fills `plldr_hf/model_cards/<family>.md` (repo-root `model_cards/` links there);
 `huggingface_hub.ModelCard` must parse the result, and its metadata (license, language, datasets, base model,
 `model-index`) must hold exactly the values passed in. `attach_model_card` makes Trainer's card step render the same
-card. (The pushed cards are checked in `tests/test_push_to_hub.py`.)
+card. (The pushed cards are checked in `tests/hub/test_push_to_hub.py`.)
 """
 
 import json

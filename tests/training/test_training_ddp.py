@@ -7,17 +7,16 @@
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 import torch
 
 from plldr_hf.training.trainer import DAG_LOG_NAMES
 from tests.ddp_one_step import DDP_SETTINGS, PADDED, one_step
-from tests.utils import assert_close
+from tests.utils import REPO_ROOT, assert_close
 
 
-HELPER = Path(__file__).with_name("ddp_one_step.py")
+HELPER = REPO_ROOT / "tests" / "ddp_one_step.py"
 
 
 @pytest.fixture(scope="module")

@@ -47,6 +47,8 @@ AGF_FILES = {
     "generation_config.json",
     "model.safetensors",
     "modeling_agf.py",
+    "position_encodings.py",
+    "positions.py",
     "tokenizer.json",
     "tokenizer_config.json",
     "pipeline_agf.py",

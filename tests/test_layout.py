@@ -133,3 +133,13 @@ def test_tests_and_examples_use_public_names_only():
                     assert not private, f"{path.relative_to(REPO_ROOT)} imports {private} from {node.module}"
             if folder == "examples":
                 assert not any(n.startswith("plldr_hf_cli") for n in imported_modules(path)), path
+
+
+def test_every_family_descriptor_is_complete_and_its_entry_points_import():
+    for name, family in FAMILIES.items():
+        assert family.model_type == name == family.config_class.model_type
+        assert family.model_class.config_class is family.config_class
+        assert family.decoder_layer_class.__name__ in family.model_class._no_split_modules
+        assert (PACKAGE / "model_cards" / family.card.template).is_file()
+        for entry in ("train", "evaluate"):
+            assert callable(family.entry_point(entry)), (name, entry)

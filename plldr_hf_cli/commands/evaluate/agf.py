@@ -28,8 +28,12 @@ def run(args: argparse.Namespace, config: dict) -> int:
     import torch
 
     from plldr_hf.loading import load_model, load_tokenizer
+    from plldr_hf.models import FAMILIES
     from plldr_hf.training.corpus import load_translation_dataset, take_subset
-    from plldr_hf.training.seq2seq import evaluate_translation, format_scores
+    from plldr_hf.training.seq2seq import format_scores
+
+    # the family's evaluation entry point: plldr_hf.training.seq2seq.evaluate_translation
+    evaluate_translation = FAMILIES["agf"].entry_point("evaluate")
 
     model, tokenizer = load_model(args.model_dir, model_type="agf"), load_tokenizer(args.model_dir)
     if torch.cuda.is_available():

@@ -34,8 +34,8 @@ def _read_text(path: str) -> str:
 def run(args: argparse.Namespace, config: dict) -> int:
     from datasets import Dataset
 
-    from plldr_hf.evaluation import perplexity
     from plldr_hf.loading import load_model, load_tokenizer
+    from plldr_hf.models import FAMILIES
     from plldr_hf.training.corpus import load_text_corpus
     from plldr_hf.training.preprocessing import pack_into_blocks
 
@@ -56,7 +56,8 @@ def run(args: argparse.Namespace, config: dict) -> int:
     results = {}
     for name, documents in splits.items():
         blocks = pack_into_blocks(documents, tokenizer, block_size, max_blocks=args.max_blocks or args.max_samples)
-        scores = perplexity(model, blocks, batch_size=args.batch_size)
+        # the family's evaluation entry point: plldr_hf.evaluation.perplexity
+        scores = FAMILIES["pldrllm"].entry_point("evaluate")(model, blocks, batch_size=args.batch_size)
         results[name] = scores
         if args.format == "table":
             print(

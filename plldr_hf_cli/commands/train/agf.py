@@ -87,6 +87,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _train(options, training_args) -> None:
-    from plldr_hf.training.seq2seq import train_translation
+    from plldr_hf.models import FAMILIES
 
-    train_translation(options, training_args=training_args)
+    # the family's training entry point: plldr_hf.training.seq2seq.train_translation
+    FAMILIES["agf"].entry_point("train")(options, training_args=training_args)

@@ -63,7 +63,10 @@ def _sig(value) -> str:
 
 def train_and_report(args: argparse.Namespace) -> int:
     """Train from parsed flags and print the headline numbers (also `examples/train_pldr_llm.py`)."""
-    from plldr_hf.training.causal_lm import train_causal_lm
+    from plldr_hf.models import FAMILIES
+
+    # the family's training entry point: plldr_hf.training.causal_lm.train_causal_lm
+    train_causal_lm = FAMILIES["pldrllm"].entry_point("train")
 
     # the pipeline's own progress lines; other libraries (accelerate, datasets) stay at WARNING
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")

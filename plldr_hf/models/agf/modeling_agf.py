@@ -332,7 +332,7 @@ class AgfAttention(nn.Module):
         is_causal: bool = False,
         is_cross_attention: bool = False,
         layer_idx: int | None = None,
-        position_encoding: nn.Module | None = None,
+        position_module: nn.Module | None = None,
         value_coefficient: nn.Module | None = None,
         pcmv: bool = False,
     ):
@@ -352,7 +352,8 @@ class AgfAttention(nn.Module):
         self.k_proj = nn.Linear(embed_dim, embed_dim)
         self.v_proj = nn.Linear(embed_dim, embed_dim)
         self.out_proj = nn.Linear(embed_dim, embed_dim)
-        self.position_encoding = position_encoding
+        # the state-dict name saved AGF checkpoints use for per-layer position parameters (`*.self_attn.position_encoding.*`)
+        self.position_encoding = position_module
         self.value_coefficient = value_coefficient
 
     def forward(
@@ -438,7 +439,7 @@ class _AgfLayer(GradientCheckpointingLayer):
             dropout=config.attention_dropout,
             is_causal=causal,
             layer_idx=layer_idx,
-            position_encoding=position,
+            position_module=position,
             value_coefficient=value,
             pcmv=config.pcmv,
         )
@@ -529,7 +530,7 @@ class AgfDecoderLayer(_AgfLayer):
             dropout=config.attention_dropout,
             is_cross_attention=True,
             layer_idx=layer_idx,
-            position_encoding=cross_position,
+            position_module=cross_position,
             value_coefficient=cross_value,
             pcmv=config.pcmv and config.agf_cross_attention != "none",
         )

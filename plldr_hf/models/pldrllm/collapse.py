@@ -16,6 +16,7 @@ by `save_pretrained`, so a collapsed checkpoint can be made and measured from th
 torch, transformers and its siblings.
 """
 
+import copy
 from dataclasses import asdict, dataclass
 
 import torch
@@ -140,6 +141,17 @@ class PldrllmCollapseReport:
         return "\n".join(lines)
 
 
+def own_config(model) -> None:
+    """Give `model` a config object of its own before `collapse()` / `uncollapse()` change it: models built from
+    one config object share it (every submodule holds the same reference), and another model must not see this
+    one's G frozen. A deep copy replaces the reference in every submodule that holds it."""
+    shared = model.config
+    config = copy.deepcopy(shared)
+    for module in model.modules():
+        if getattr(module, "config", None) is shared:
+            module.config = config
+
+
 def calibration_sequences(model, calibration, tokenizer) -> list[torch.Tensor]:
     """The calibration inputs of `collapse_model` as (1, S) id tensors on the model's device, checked."""
     cfg = model.config
@@ -221,7 +233,8 @@ def collapse_model(model, calibration=None, tolerance: float = 1e-3, force: bool
         model.decoder.freeze_g(
             [PlgaState(*(reference[i][layer] for i in range(4))) for layer in range(cfg.num_hidden_layers)]
         )
-        cfg.collapsed = True
+        own_config(model)
+        model.config.collapsed = True
         max_diff, agree, total = 0.0, 0, 0
         for ids, ref in zip(sequences, reference_logits):
             logits = model(ids, use_cache=False).logits

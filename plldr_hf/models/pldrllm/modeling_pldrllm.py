@@ -81,7 +81,7 @@ from transformers.modeling_outputs import (
 )
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
-from .collapse import PldrllmCollapseReport, collapse_model
+from .collapse import PldrllmCollapseReport, collapse_model, own_config
 from .configuration_pldrllm import PldrllmConfig
 from .fused_units import fused_units, is_plain
 from .plga import (
@@ -908,6 +908,7 @@ class PldrllmForCausalLM(PldrllmPreTrainedModel, GenerationMixin):
         if not self.config.collapsed:
             raise ValueError("uncollapse(): the model is not collapsed")
         self.decoder.release_g()
+        own_config(self)
         self.config.collapsed = False
         return self
 

@@ -2,6 +2,7 @@
 collapsed ≡ uncollapsed for an input-invariant G, the collapsed forward is stock attention with q' = q_rot·G and a
 plain KV cache, and collapsed / fixed-G checkpoints round-trip."""
 
+import copy
 import re
 
 import pytest
@@ -271,3 +272,25 @@ def test_collapsed_generate_with_static_cache_compiles_fullgraph():
     compile_config._compile_all_devices = True  # transformers compiles generate() on accelerators only by default
     compiled = model.generate(ids, cache_implementation="static", compile_config=compile_config, **kwargs)
     assert torch.equal(compiled, reference)
+
+
+def test_collapse_changes_no_other_model_sharing_the_config():
+    # models built from one config object share it; collapsing one must not make the other look collapsed (it has
+    # no frozen G buffers), in every way a second model can come to share or copy the state
+    config = tiny_model().config
+    learned, other = mp.PldrllmForCausalLM(config).eval(), mp.PldrllmForCausalLM(config).eval()
+    other.load_state_dict(learned.state_dict())
+    copied = copy.deepcopy(learned)
+    ids = torch.tensor([[5, 6, 7, 8, 9]])
+    before = learned(ids).logits
+    other.collapse(ids.repeat(2, 1), force=True)
+    assert other.config.collapsed and not config.collapsed and not learned.config.collapsed
+    assert all(module.config is other.config for module in other.modules() if hasattr(module, "config"))
+    for model in (learned, copied):
+        assert torch.equal(model(ids).logits, before)
+        assert model.generate(ids, max_new_tokens=3, do_sample=False).shape == (1, 8)
+    other.uncollapse()
+    assert not other.config.collapsed and torch.equal(other(ids).logits, before)
+    collapsed_copy = copy.deepcopy(other)
+    collapsed_copy.collapse(ids.repeat(2, 1), force=True)
+    assert not other.config.collapsed and torch.equal(other(ids).logits, before)

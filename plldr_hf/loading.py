@@ -13,7 +13,13 @@ import os
 from pathlib import Path
 
 
-__all__ = ["load_folder", "load_model", "load_tokenizer", "read_texts"]
+__all__ = ["WeightsMismatchError", "load_folder", "load_model", "load_tokenizer", "read_texts"]
+
+
+class WeightsMismatchError(RuntimeError):
+    """The weights file of a saved folder does not hold exactly the model's tensors: transformers would fill the
+    missing ones with a fresh random initialisation and every number computed from the model would be meaningless.
+    Not a `ValueError`: the command line reports it with exit status 1, not as a usage mistake."""
 
 
 def _is_hub_id(name: str) -> bool:
@@ -34,10 +40,13 @@ def _model_type(folder: Path) -> str:
     return json.loads(config_file.read_text()).get("model_type")
 
 
-def load_model(model_dir: str | os.PathLike, *, model_type: str | None = None, dtype="auto"):
+def load_model(
+    model_dir: str | os.PathLike, *, model_type: str | None = None, dtype="auto", allow_mismatched_weights=False
+):
     """The model saved in `model_dir`, in eval mode. `model_type` (`"pldrllm"` / `"agf"`) is what the caller needs:
     a folder of another family is refused with the names of both. `dtype`: a torch dtype or `"auto"` (the
-    checkpoint's own)."""
+    checkpoint's own). Missing, unexpected or wrongly shaped tensors raise `WeightsMismatchError` naming them,
+    unless `allow_mismatched_weights` (then transformers initialises the missing ones at random)."""
     import transformers
 
     from plldr_hf.models import FAMILIES
@@ -49,7 +58,24 @@ def load_model(model_dir: str | os.PathLike, *, model_type: str | None = None, d
     if found not in FAMILIES:
         raise ValueError(f"{folder} holds a {found!r} model; plldr_hf loads {sorted(FAMILIES)}")
     auto = getattr(transformers, FAMILIES[found].auto_class)
-    return auto.from_pretrained(folder, dtype=dtype).eval()
+    model, info = auto.from_pretrained(folder, dtype=dtype, output_loading_info=True)
+    problems = []
+    for key, label in (
+        ("missing_keys", "missing"),
+        ("unexpected_keys", "unexpected"),
+        ("mismatched_keys", "of another shape"),
+    ):
+        names = sorted(str(entry[0] if isinstance(entry, tuple) else entry) for entry in info.get(key) or ())
+        if names:
+            shown = ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
+            problems.append(f"{len(names)} tensor(s) {label}: {shown}")
+    if problems and not allow_mismatched_weights:
+        raise WeightsMismatchError(
+            f"{folder}: the saved weights do not match the model ({'; '.join(problems)}), so those tensors would be "
+            "random; re-save the model from its training run (save_pretrained), or load it with "
+            "plldr_hf.loading.load_model(..., allow_mismatched_weights=True) to inspect it"
+        )
+    return model.eval()
 
 
 def load_tokenizer(path: str | os.PathLike):

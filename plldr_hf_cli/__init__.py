@@ -47,6 +47,12 @@ def main(argv: list[str] | None = None) -> int:
     restore = None if args.verbose else quiet_libraries()
     try:
         result = args.func(args)
+    except Exception as error:
+        # a saved folder whose weights file lacks tensors: one line, never a run on random weights
+        if type(error).__name__ != "WeightsMismatchError":
+            raise
+        print(f"plldr-hf {args.command}: error: {error}", file=sys.stderr)
+        return 1
     finally:
         if restore is not None:
             restore()

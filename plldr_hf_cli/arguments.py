@@ -41,6 +41,17 @@ def positive_float(text: str) -> float:
     return value
 
 
+def non_negative_float(text: str) -> float:
+    """A finite number ≥ 0 (a tolerance); NaN, infinities and negatives are refused."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a non-negative number, got {text!r}") from None
+    if not (value >= 0 and value != float("inf")):
+        raise argparse.ArgumentTypeError(f"must be a finite non-negative number, got {text}")
+    return value
+
+
 def looks_like_path(spec: str) -> bool:
     """A `--dataset` entry meant as a local file or folder (not a dataset name such as `wmt17` or `org/name`)."""
     return spec.startswith((".", "/", "~")) or spec.lower().endswith(DATA_SUFFIXES) or Path(spec).exists()

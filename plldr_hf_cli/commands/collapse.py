@@ -1,5 +1,7 @@
 """`plldr-hf collapse MODEL_DIR OUT_DIR`: freeze a PLDR-LLM's G (`PldrllmForCausalLM.collapse()`) and save it."""
 
+from plldr_hf_cli.arguments import non_negative_float
+
 
 def register(subparsers) -> None:
     parser = subparsers.add_parser(
@@ -17,7 +19,7 @@ def register(subparsers) -> None:
     parser.add_argument("output_dir", metavar="OUT_DIR", help="where the collapsed model is saved")
     parser.add_argument(
         "--tolerance",
-        type=float,
+        type=non_negative_float,
         default=1e-3,
         help="largest accepted SOC order parameter of G_LM across inputs (default: %(default)s)",
     )

@@ -1,5 +1,7 @@
 """`plldr-hf diagnose MODEL_DIR`: order parameters and collapse checks of a PLDR-LLM (`plldr_hf.models.pldrllm.diagnostics`)."""
 
+from plldr_hf_cli.arguments import positive_int
+
 
 def register(subparsers) -> None:
     parser = subparsers.add_parser(
@@ -23,12 +25,15 @@ def register(subparsers) -> None:
     )
     parser.add_argument(
         "--new-tokens",
-        type=int,
+        type=positive_int,
         default=16,
         help="greedy continuation length for the SOC order parameter (default: %(default)s)",
     )
     parser.add_argument(
-        "--max-texts", type=int, default=8, help="use at most this many lines of --texts (default: %(default)s)"
+        "--max-texts",
+        type=positive_int,
+        default=8,
+        help="use at most this many lines of --texts (default: %(default)s)",
     )
     parser.add_argument(
         "--rtol", type=float, default=1e-5, help="relative tolerance for 'rows of A identical' (default: %(default)s)"

@@ -122,6 +122,7 @@ def run(args) -> int:
             create_pr=args.create_pr,
         )
     except HubPushError as error:
-        return fail(str(error), 2 if error.step == "reading the model folder" else 1)
+        usage = error.step == "reading the model folder" and type(error.cause).__name__ != "WeightsMismatchError"
+        return fail(str(error), 2 if usage else 1)
     print(f"pushed {args.model_dir} to {args.repo_id}: {getattr(commit, 'commit_url', commit)}")
     return 0

@@ -4,6 +4,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from plldr_hf_cli.arguments import positive_int
+
 
 def register(subparsers) -> None:
     parser = subparsers.add_parser(
@@ -13,9 +15,9 @@ def register(subparsers) -> None:
     )
     parser.add_argument("model_dir", metavar="MODEL_DIR", help="folder written by plldr-hf train agf")
     parser.add_argument("texts", metavar="TEXT", nargs="*", help="source sentences; none or '-': read stdin")
-    parser.add_argument("--num-beams", type=int, help="beam size [the model's generation config]")
-    parser.add_argument("--max-new-tokens", type=int, default=256, help="[%(default)s]")
-    parser.add_argument("--batch-size", type=int, default=16, help="[%(default)s]")
+    parser.add_argument("--num-beams", type=positive_int, help="beam size [the model's generation config]")
+    parser.add_argument("--max-new-tokens", type=positive_int, default=256, help="[%(default)s]")
+    parser.add_argument("--batch-size", type=positive_int, default=16, help="[%(default)s]")
     parser.set_defaults(func=run)
 
 

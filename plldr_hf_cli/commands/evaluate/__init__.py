@@ -14,6 +14,8 @@ import importlib
 import pkgutil
 from pathlib import Path
 
+from plldr_hf_cli.arguments import positive_int
+
 
 def _families() -> dict[str, object]:
     modules = {}
@@ -44,8 +46,8 @@ def register(subparsers) -> None:
     parser.add_argument(
         "--dataset", nargs="+", help="dataset name or files, as for plldr-hf train [the family's embedded corpus]"
     )
-    parser.add_argument("--max-samples", type=int, help="score a fixed random subset of each split")
-    parser.add_argument("--batch-size", type=int, default=32, help="[%(default)s]")
+    parser.add_argument("--max-samples", type=positive_int, help="score a fixed random subset of each split")
+    parser.add_argument("--batch-size", type=positive_int, default=32, help="[%(default)s]")
     parser.add_argument("--bf16", action="store_true", help="bf16 autocast")
     parser.add_argument("--format", choices=("table", "json"), default="table", help="stdout format [%(default)s]")
     parser.add_argument("--output-json", metavar="PATH", help="also write the scores to this JSON file")

@@ -4,6 +4,8 @@ import argparse
 import json
 from pathlib import Path
 
+from plldr_hf_cli.arguments import positive_int
+
 
 MODEL_TYPES = ("agf",)
 
@@ -12,7 +14,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("translation models (agf)")
     group.add_argument("--source-lang", default="en", help="[%(default)s]")
     group.add_argument("--target-lang", default="de", help="[%(default)s]")
-    group.add_argument("--num-beams", type=int, help="beam size [the model's generation config]")
+    group.add_argument("--num-beams", type=positive_int, help="beam size [the model's generation config]")
     group.add_argument("--max-source-length", type=int, default=128, help="source truncation [%(default)s]")
     group.add_argument(
         "--max-target-length",

@@ -10,14 +10,18 @@ import argparse
 import json
 from pathlib import Path
 
+from plldr_hf_cli.arguments import positive_int
+
 
 MODEL_TYPES = ("pldrllm",)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("language models (pldrllm)")
-    group.add_argument("--block-size", type=int, help="tokens per scored block [the model's context, at most 1024]")
-    group.add_argument("--max-blocks", type=int, help="score at most this many blocks")
+    group.add_argument(
+        "--block-size", type=positive_int, help="tokens per scored block [the model's context, at most 1024]"
+    )
+    group.add_argument("--max-blocks", type=positive_int, help="score at most this many blocks")
 
 
 def _read_text(path: str) -> str:

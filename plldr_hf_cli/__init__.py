@@ -47,6 +47,13 @@ def main(argv: list[str] | None = None) -> int:
     restore = None if args.verbose else quiet_libraries()
     try:
         result = args.func(args)
+    except KeyboardInterrupt:
+        # one line, the conventional status of SIGINT (128 + 2); training resumes from its last checkpoint
+        hint = (
+            "; continue from the last checkpoint with the same command and --resume" if args.command == "train" else ""
+        )
+        print(f"\nplldr-hf {args.command}: interrupted{hint}", file=sys.stderr)
+        return 130
     except Exception as error:
         # a saved folder whose weights file lacks tensors: one line, never a run on random weights
         if type(error).__name__ != "WeightsMismatchError":

@@ -80,6 +80,14 @@ def run_creating(command: str, output_dir, work):
         return fail(command, error)
 
 
+def output_is_a_file(command: str, path) -> int | None:
+    """Exit status 2 with one line when an output folder path names an existing file (checked before any work);
+    None when the path is usable."""
+    if path is not None and Path(path).exists() and not Path(path).is_dir():
+        return fail(command, f"{path} is a file, not a folder; give a folder for the output")
+    return None
+
+
 def fail(command: str, message: str) -> int:
     """Print `plldr-hf COMMAND: error: MESSAGE` on one line; the exit status of a usage mistake."""
     print(f"plldr-hf {command}: error: {' '.join(str(message).split())}", file=sys.stderr)

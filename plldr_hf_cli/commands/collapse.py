@@ -1,6 +1,6 @@
 """`plldr-hf collapse MODEL_DIR OUT_DIR`: freeze a PLDR-LLM's G (`PldrllmForCausalLM.collapse()`) and save it."""
 
-from plldr_hf_cli.arguments import non_negative_float
+from plldr_hf_cli.arguments import non_negative_float, output_is_a_file
 
 
 def register(subparsers) -> None:
@@ -44,6 +44,9 @@ def run(args) -> int:
     from plldr_hf.loading import load_model, load_tokenizer, read_texts
 
     output_dir = Path(args.output_dir)
+    refused = output_is_a_file("collapse", output_dir)
+    if refused:
+        return refused
     if output_dir.resolve() == Path(args.model_dir).resolve():
         print("plldr-hf collapse: error: OUT_DIR must differ from MODEL_DIR", file=sys.stderr)
         return 2

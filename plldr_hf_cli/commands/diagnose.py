@@ -1,6 +1,6 @@
 """`plldr-hf diagnose MODEL_DIR`: order parameters and collapse checks of a PLDR-LLM (`plldr_hf.models.pldrllm.diagnostics`)."""
 
-from plldr_hf_cli.arguments import positive_int
+from plldr_hf_cli.arguments import output_is_a_file, positive_int
 
 
 def register(subparsers) -> None:
@@ -51,6 +51,10 @@ def run(args) -> int:
     from plldr_hf.models.pldrllm.diagnostics import diagnose
     from plldr_hf.models.pldrllm.plots import save_diagnostics
 
+    output_dir = Path(args.output_dir) if args.output_dir else Path(args.model_dir) / "diagnostics"
+    refused = output_is_a_file("diagnose", output_dir)
+    if refused:
+        return refused
     try:
         model = load_model(args.model_dir, model_type="pldrllm", dtype=torch.float32)
         inputs = tokenizer = None
@@ -62,7 +66,6 @@ def run(args) -> int:
         print(f"plldr-hf diagnose: error: {error}", file=sys.stderr)
         return 2
     print(report.format_table())
-    output_dir = Path(args.output_dir) if args.output_dir else Path(args.model_dir) / "diagnostics"
     paths = save_diagnostics(report, output_dir)
     print()
     for path in paths.values():

@@ -1,6 +1,6 @@
 """`plldr-hf lm-eval-task OUT_DIR`: write the offline multiple-choice lm-evaluation-harness task."""
 
-from plldr_hf_cli.arguments import positive_int
+from plldr_hf_cli.arguments import output_is_a_file, positive_int
 
 
 def register(subparsers) -> None:
@@ -25,6 +25,9 @@ def register(subparsers) -> None:
 def run(args) -> int:
     import sys
 
+    refused = output_is_a_file("lm-eval-task", args.output_dir)
+    if refused:
+        return refused
     from plldr_hf.models.pldrllm.lm_eval_task import write_continuation_task
     from plldr_hf.training.corpus import load_text_corpus
 

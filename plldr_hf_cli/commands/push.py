@@ -101,6 +101,8 @@ def run(args) -> int:
         out = Path(args.dry_run)
         if out.resolve() == Path(args.model_dir).resolve():
             return fail("--dry-run OUT_DIR must differ from MODEL_DIR", 2)
+        if out.exists() and not out.is_dir():
+            return fail(f"--dry-run {out} is a file, not a folder; give a folder for the output", 2)
         try:
             model, tokenizer = load_folder(args.model_dir)
             info = card_info_from_folder(args.model_dir, overrides)

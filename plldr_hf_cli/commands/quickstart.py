@@ -1,6 +1,6 @@
 """`plldr-hf quickstart`: the main job on the embedded data (see `plldr_hf_cli/quickstart.py`)."""
 
-from plldr_hf_cli.arguments import load_light_module
+from plldr_hf_cli.arguments import load_light_module, output_is_a_file, positive_float
 
 
 def register(subparsers) -> None:
@@ -15,7 +15,10 @@ def register(subparsers) -> None:
     )
     parser.add_argument("--output-dir", default="runs/quickstart", help="where everything is written")
     parser.add_argument(
-        "--minutes", type=float, default=10.0, help="time budget; under 4 minutes runs tiny models (smoke test)"
+        "--minutes",
+        type=positive_float,
+        default=10.0,
+        help="time budget; under 4 minutes runs tiny models (smoke test)",
     )
     parser.add_argument(
         "--translator",
@@ -26,6 +29,9 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
+    refused = output_is_a_file("quickstart", args.output_dir)
+    if refused:
+        return refused
     from plldr_hf_cli.quickstart import run_quickstart
 
     run_quickstart(args.output_dir, minutes=args.minutes, translator=args.translator)

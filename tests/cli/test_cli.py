@@ -158,3 +158,46 @@ def test_invalid_config_values_are_refused(family, field, value):
     cls = PldrllmConfig if family == "pldrllm" else AgfConfig
     with pytest.raises(ValueError, match=f"`{field}`.*{value!r}".replace("(", r"\(").replace(")", r"\)")):
         cls(vocab_size=99, **{field: value}) if family == "agf" else cls(vocab_size=99, **{field: value})
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["collapse", "{model}", "{file}"],
+        ["diagnose", "{model}", "--output-dir", "{file}"],
+        ["lm-eval-task", "{file}"],
+        ["quickstart", "--output-dir", "{file}"],
+        ["train", "pldrllm", "--tiny", "--output-dir", "{file}"],
+        ["train", "agf", "--tiny", "--output-dir", "{file}"],
+        ["push", "{model}", "org/repo", "--dry-run", "{file}"],
+    ],
+    ids=lambda argv: " ".join(argv[:2]),
+)
+def test_an_output_path_that_is_a_file_is_refused_before_any_work(tmp_path, capsys, argv):
+    model = tmp_path / "model"
+    tiny_model().save_pretrained(model)
+    target = tmp_path / "taken.txt"
+    target.write_text("keep me")
+    capsys.readouterr()  # the save's progress bar
+    assert main([part.format(model=model, file=target) for part in argv]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "is a file, not a folder" in err and len(err.splitlines()) == 1, err
+    assert target.read_text() == "keep me"
+
+
+def test_quickstart_minutes_must_be_positive():
+    proc = _run("quickstart", "--minutes", "-1")
+    assert proc.returncode == 2 and "--minutes: must be a positive number, got -1" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_ctrl_c_during_training_is_one_line_saying_how_to_resume(monkeypatch, capsys, tmp_path):
+    from plldr_hf_cli.commands.train import pldrllm
+
+    def interrupted(args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(pldrllm, "train_and_report", interrupted)
+    assert main(["train", "pldrllm", "--tiny", "--output-dir", str(tmp_path / "run")]) == 130
+    err = capsys.readouterr().err.strip()
+    assert err == "plldr-hf train: interrupted; continue from the last checkpoint with the same command and --resume"

@@ -16,6 +16,7 @@ from plldr_hf_cli.arguments import (
     load_light_module,
     missing_dataset_files,
     options_from_args,
+    output_is_a_file,
     run_creating,
 )
 
@@ -92,6 +93,9 @@ def run(args: argparse.Namespace) -> int:
         options = options_from(args)
     except ValueError as error:
         return fail("train pldrllm", error)
+    refused = output_is_a_file("train pldrllm", options.output_dir)
+    if refused:
+        return refused
     missing = missing_dataset_files(options.dataset)
     if missing:
         return fail("train pldrllm", f"--dataset: {missing[0]} does not exist; give existing files or folders")

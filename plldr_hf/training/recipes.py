@@ -298,6 +298,9 @@ def build_agf_config(
     from plldr_hf.models.agf import AgfConfig
 
     fields = model_fields("agf", size)
+    unknown = sorted(set(overrides) - set(AgfConfig().to_dict()))
+    if unknown:
+        raise ValueError(f"AgfConfig has no field {', '.join(unknown)} (given as a model override, e.g. --set)")
     for name in ("pad_token_id", "bos_token_id", "eos_token_id"):
         if getattr(tokenizer, name) is None:
             raise ValueError(f"the tokenizer has no {name[:-3]}; translation needs <pad>, <s> and </s> tokens")

@@ -6,9 +6,11 @@ Maths: arXiv 2603.04805 (AGF, PCM-V) and the baselines' papers named at each opt
 (Vaswani et al., arXiv 1706.03762) at the AGF paper's depth of 3 layers.
 """
 
+import math
 import warnings
 
 from transformers import PreTrainedConfig
+from transformers.activations import ACT2FN
 
 from .position_encodings import POSITION_ENCODINGS
 
@@ -16,6 +18,23 @@ from .position_encodings import POSITION_ENCODINGS
 AGF_INITS = ("spread", "flat")
 AGF_CROSS_ATTENTION = ("none", "relative")
 PCMV_COEFFICIENTS = ("shared", "separate")
+
+
+def check_field(owner: str, name: str, value, kind: str, low=None, high=None, open_low=False, open_high=False):
+    """One config field checked for its type (`kind`: "bool", "int" or "number"), finiteness and range, with the
+    field's name in the error: a `"false"` string, a NaN or a list would otherwise change the maths silently."""
+    if kind == "bool":
+        if not isinstance(value, bool):
+            raise ValueError(f"{owner}`{name}` must be true or false (a JSON boolean, not a string), got {value!r}")
+        return
+    if isinstance(value, bool) or not isinstance(value, int if kind == "int" else (int, float)):
+        raise ValueError(f"{owner}`{name}` must be {'an integer' if kind == 'int' else 'a number'}, got {value!r}")
+    if not math.isfinite(value):
+        raise ValueError(f"{owner}`{name}` must be a finite number, got {value!r}")
+    if low is not None and (value <= low if open_low else value < low):
+        raise ValueError(f"{owner}`{name}` must be {'>' if open_low else '>='} {low}, got {value!r}")
+    if high is not None and (value >= high if open_high else value > high):
+        raise ValueError(f"{owner}`{name}` must be {'<' if open_high else '<='} {high}, got {value!r}")
 
 
 class AgfConfig(PreTrainedConfig):
@@ -250,18 +269,31 @@ class AgfConfig(PreTrainedConfig):
                     f"`position_encoding='rope'` needs an even head dimension; d_model / {name} = "
                     f"{self.d_model // heads}"
                 )
+        for name in (
+            "scale_embedding",
+            "agf_power_law",
+            "agf_directional",
+            "agf_learn_base",
+            "agf_feature_weights",
+            "agf_share_across_layers",
+            "pcmv",
+            "tie_word_embeddings",
+            "use_cache",
+        ):
+            check_field("", name, getattr(self, name), "bool")
         for name in ("dropout", "attention_dropout", "activation_dropout", "label_smoothing"):
-            value = getattr(self, name)
-            if not 0.0 <= value < 1.0:
-                raise ValueError(f"`{name}` must be in [0, 1), got {value!r}")
+            check_field("", name, getattr(self, name), "number", low=0.0, high=1.0, open_high=True)
+        for name in ("init_std", "rope_theta", "agf_min_radius"):
+            check_field("", name, getattr(self, name), "number", low=0.0, open_low=True)
+        if self.activation_function not in ACT2FN:
+            raise ValueError(
+                f"`activation_function` must be one of transformers' activations ({', '.join(sorted(ACT2FN))}), "
+                f"got {self.activation_function!r}"
+            )
         for name in ("pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_id"):
             value = getattr(self, name, None)
             if value is not None and not (isinstance(value, int) and 0 <= value < self.vocab_size):
                 raise ValueError(f"`{name}` must be None or an id in [0, vocab_size={self.vocab_size}), got {value!r}")
-        if self.init_std <= 0:
-            raise ValueError(f"`init_std` must be positive, got {self.init_std!r}")
-        if self.rope_theta <= 0:
-            raise ValueError(f"`rope_theta` must be positive, got {self.rope_theta!r}")
         if self.position_encoding not in POSITION_ENCODINGS:
             raise ValueError(
                 f"`position_encoding` must be one of {tuple(POSITION_ENCODINGS)}, got {self.position_encoding!r}"
@@ -286,8 +318,6 @@ class AgfConfig(PreTrainedConfig):
                     f"range), got {self.relative_attention_max_distance} with "
                     f"{self.relative_attention_num_buckets} buckets"
                 )
-        if self.agf_min_radius <= 0:
-            raise ValueError(f"`agf_min_radius` must be positive, got {self.agf_min_radius!r}")
         amplitude = self.agf_amplitude_max_distance
         if isinstance(amplitude, bool) or not isinstance(amplitude, int) or amplitude < 0:
             raise ValueError(f"`agf_amplitude_max_distance` must be a non-negative integer, got {amplitude!r}")

@@ -7,11 +7,31 @@ fields (`dag_*`, `collapsed`) default to the released behaviour.
 This file is copied next to the weights by `save_pretrained` (remote code): it imports only transformers.
 """
 
+import math
+
 from transformers import PreTrainedConfig
 
 
 CUSTOM_G_TYPES = (None, "identity", "random", "external")
 DAG_LOSS_FORMS = ("log_ratio", "notears")
+
+
+# Copied from plldr_hf.models.agf.configuration_agf.check_field
+def check_field(owner: str, name: str, value, kind: str, low=None, high=None, open_low=False, open_high=False):
+    """One config field checked for its type (`kind`: "bool", "int" or "number"), finiteness and range, with the
+    field's name in the error: a `"false"` string, a NaN or a list would otherwise change the maths silently."""
+    if kind == "bool":
+        if not isinstance(value, bool):
+            raise ValueError(f"{owner}`{name}` must be true or false (a JSON boolean, not a string), got {value!r}")
+        return
+    if isinstance(value, bool) or not isinstance(value, int if kind == "int" else (int, float)):
+        raise ValueError(f"{owner}`{name}` must be {'an integer' if kind == 'int' else 'a number'}, got {value!r}")
+    if not math.isfinite(value):
+        raise ValueError(f"{owner}`{name}` must be a finite number, got {value!r}")
+    if low is not None and (value <= low if open_low else value < low):
+        raise ValueError(f"{owner}`{name}` must be {'>' if open_low else '>='} {low}, got {value!r}")
+    if high is not None and (value >= high if open_high else value > high):
+        raise ValueError(f"{owner}`{name}` must be {'<' if open_high else '<='} {high}, got {value!r}")
 
 
 class PldrllmConfig(PreTrainedConfig):
@@ -223,6 +243,33 @@ class PldrllmConfig(PreTrainedConfig):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
                 raise ValueError(f"PldrllmConfig: `{name}` must be a positive integer, got {value!r}")
+        if self.head_dim % 2:
+            raise ValueError(
+                f"PldrllmConfig: `head_dim` must be even (RoPE rotates pairs of features), got {self.head_dim}"
+            )
+        for name in (
+            "use_cache",
+            "output_pldr_attentions",
+            "tie_word_embeddings",
+            "attention_bias",
+            "glu_bias",
+            "final_bias",
+            "reference_rope",
+            "cache_first_G",
+            "collapsed",
+            "reference_padding",
+            "metric_learner_checkpointing",
+            "metric_learner_compile",
+        ):
+            check_field("PldrllmConfig: ", name, getattr(self, name), "bool")
+        check_field("PldrllmConfig: ", "rope_theta", self.rope_theta, "number", low=0.0, open_low=True)
+        check_field("PldrllmConfig: ", "layer_norm_eps", self.layer_norm_eps, "number", low=0.0, open_low=True)
+        check_field("PldrllmConfig: ", "initializer_range", self.initializer_range, "number", low=0.0)
+        check_field(
+            "PldrllmConfig: ", "attention_dropout", self.attention_dropout, "number", low=0.0, high=1.0, open_high=True
+        )
+        for name in ("dag_weight_a_lm", "dag_weight_a_p", "dag_weight_g_lm"):
+            check_field("PldrllmConfig: ", name, getattr(self, name), "number", low=0.0)
         if self.hidden_size != self.num_attention_heads * self.head_dim:
             raise ValueError(
                 f"PldrllmConfig: `hidden_size` ({self.hidden_size}) must equal `num_attention_heads` "
@@ -240,14 +287,6 @@ class PldrllmConfig(PreTrainedConfig):
             raise ValueError(
                 f"PldrllmConfig: `rope_scaling` is not supported (released models use null), got {self.rope_scaling!r}"
             )
-        if not (isinstance(self.layer_norm_eps, (int, float)) and 0 < self.layer_norm_eps < float("inf")):
-            raise ValueError(
-                f"PldrllmConfig: `layer_norm_eps` must be a positive number (released: 1e-6), got {self.layer_norm_eps!r}"
-            )
-        if not (isinstance(self.initializer_range, (int, float)) and self.initializer_range >= 0):
-            raise ValueError(
-                f"PldrllmConfig: `initializer_range` must be a non-negative number, got {self.initializer_range!r}"
-            )
         for name in ("pad_token_id", "bos_token_id", "eos_token_id"):
             value = getattr(self, name)
             ids = value if isinstance(value, (list, tuple)) else [value]
@@ -255,21 +294,10 @@ class PldrllmConfig(PreTrainedConfig):
                 raise ValueError(
                     f"PldrllmConfig: `{name}` must be None or an id in [0, vocab_size={self.vocab_size}), got {value!r}"
                 )
-        if not self.rope_theta > 0:
-            raise ValueError(f"PldrllmConfig: `rope_theta` must be positive, got {self.rope_theta!r}")
-        if not 0.0 <= self.attention_dropout < 1.0:
-            raise ValueError(f"PldrllmConfig: `attention_dropout` must be in [0, 1), got {self.attention_dropout!r}")
         if self.dag_loss_form not in DAG_LOSS_FORMS:
             raise ValueError(
                 f"PldrllmConfig: `dag_loss_form` must be one of {DAG_LOSS_FORMS}, got {self.dag_loss_form!r}"
             )
-        for name in ("dag_weight_a_lm", "dag_weight_a_p", "dag_weight_g_lm"):
-            value = getattr(self, name)
-            if not isinstance(value, (int, float)) or value < 0:
-                raise ValueError(f"PldrllmConfig: `{name}` must be a non-negative number, got {value!r}")
-        for name in ("metric_learner_checkpointing", "metric_learner_compile"):
-            if not isinstance(getattr(self, name), bool):
-                raise ValueError(f"PldrllmConfig: `{name}` must be True or False, got {getattr(self, name)!r}")
         if self.collapsed and self.custom_G_type is not None:
             raise ValueError(
                 f"PldrllmConfig: `collapsed=True` applies to learned-G models; this config already has a fixed G "

@@ -870,3 +870,29 @@ def test_the_registry_is_the_only_list_of_position_encodings():
     assert {fields["position_encoding"] for _, fields in POSITION_VARIANTS.values()} == set(POSITION_ENCODINGS)
     with pytest.raises(ValueError, match="kerple_log"):
         tiny_agf_config(position_encoding="kerple")
+
+
+@pytest.mark.parametrize(
+    "field, value, message",
+    [
+        ("pcmv", "false", "`pcmv` must be true or false"),
+        ("agf_directional", 1, "`agf_directional` must be true or false"),
+        ("rope_theta", float("nan"), "`rope_theta` must be a finite number"),
+        ("agf_min_radius", float("nan"), "`agf_min_radius` must be a finite number"),
+        ("dropout", "0.1", "`dropout` must be a number"),
+        ("init_std", -0.02, "`init_std` must be > 0.0"),
+        ("attention_dropout", 1.0, "`attention_dropout` must be < 1.0"),
+        ("activation_function", "nope", "`activation_function` must be one of"),
+    ],
+)
+def test_config_values_are_checked_for_type_finiteness_and_range(field, value, message):
+    with pytest.raises(ValueError, match=message):
+        tiny_agf_config(**{field: value})
+
+
+def test_unknown_model_overrides_are_refused():
+    from plldr_hf.training.recipes import build_agf_config
+    from tests.utils import tiny_translation_tokenizer
+
+    with pytest.raises(ValueError, match="no field no_such_field"):
+        build_agf_config(tiny_translation_tokenizer(), "tiny", no_such_field=3)

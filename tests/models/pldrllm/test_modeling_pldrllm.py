@@ -479,3 +479,24 @@ def test_metric_learner_recompute_inside_layer_checkpointing(use_reentrant):
     assert torch.equal(loss, plain_loss)
     for name, grad in plain.items():
         assert_close(name, grad, nested[name], atol=0, rtol=1e-5)
+
+
+@pytest.mark.parametrize(
+    "field, value, message",
+    [
+        ("reference_rope", "false", "`reference_rope` must be true or false"),
+        ("attention_bias", "false", "`attention_bias` must be true or false"),
+        ("dag_weight_g_lm", float("nan"), "`dag_weight_g_lm` must be a finite number"),
+        ("rope_theta", "1e4", "`rope_theta` must be a number"),
+        ("attention_dropout", [0.1], "`attention_dropout` must be a number"),
+        ("layer_norm_eps", float("inf"), "`layer_norm_eps` must be a finite number"),
+    ],
+)
+def test_config_values_are_checked_for_type_finiteness_and_range(field, value, message):
+    with pytest.raises(ValueError, match=message):
+        tiny_config(**{field: value})
+
+
+def test_odd_head_dim_is_refused_by_the_config_not_at_forward():
+    with pytest.raises(ValueError, match="`head_dim` must be even"):
+        tiny_config(hidden_size=30, head_dim=15)

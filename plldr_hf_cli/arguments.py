@@ -88,6 +88,18 @@ def output_is_a_file(command: str, path) -> int | None:
     return None
 
 
+def refuse_run_paths(command: str, options) -> int | None:
+    """Exit status 2 with one line when a training run's output folder is a file or a `--dataset` path does not
+    exist (both checked before any work); None when the run may start."""
+    refused = output_is_a_file(command, options.output_dir)
+    if refused:
+        return refused
+    missing = missing_dataset_files(options.dataset)
+    if missing:
+        return fail(command, f"--dataset: {missing[0]} does not exist; give existing files or folders")
+    return None
+
+
 def fail(command: str, message: str) -> int:
     """Print `plldr-hf COMMAND: error: MESSAGE` on one line; the exit status of a usage mistake."""
     print(f"plldr-hf {command}: error: {' '.join(str(message).split())}", file=sys.stderr)

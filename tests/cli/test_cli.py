@@ -194,7 +194,7 @@ def test_quickstart_minutes_must_be_positive():
 def test_ctrl_c_during_training_is_one_line_saying_how_to_resume(monkeypatch, capsys, tmp_path):
     from plldr_hf_cli.commands.train import pldrllm
 
-    def interrupted(args):
+    def interrupted(options):
         raise KeyboardInterrupt
 
     monkeypatch.setattr(pldrllm, "train_and_report", interrupted)

@@ -11,9 +11,8 @@ from plldr_hf_cli.arguments import (
     add_option_flags,
     fail,
     load_light_module,
-    missing_dataset_files,
     options_from_args,
-    output_is_a_file,
+    refuse_run_paths,
     run_creating,
 )
 
@@ -64,12 +63,9 @@ def run(args: argparse.Namespace) -> int:
         options = options_from(args).resolved()
     except ValueError as error:
         return fail("train agf", error)
-    refused = output_is_a_file("train agf", options.output_dir)
+    refused = refuse_run_paths("train agf", options)
     if refused:
         return refused
-    missing = missing_dataset_files(options.dataset)
-    if missing:
-        return fail("train agf", f"--dataset: {missing[0]} does not exist; give existing files or folders")
     if options.wmt17_dir and not Path(options.wmt17_dir).is_dir():
         return fail("train agf", f"--wmt17-dir: {options.wmt17_dir} is not a folder; give the local copy of wmt/wmt17")
 

@@ -14,9 +14,8 @@ from plldr_hf_cli.arguments import (
     add_option_flags,
     fail,
     load_light_module,
-    missing_dataset_files,
     options_from_args,
-    output_is_a_file,
+    refuse_run_paths,
     run_creating,
 )
 
@@ -62,8 +61,8 @@ def _sig(value) -> str:
     return "n/a" if value is None else f"{value:.3g}"
 
 
-def train_and_report(args: argparse.Namespace) -> int:
-    """Train from parsed flags and print the headline numbers (also `examples/train_pldr_llm.py`)."""
+def train_and_report(options) -> int:
+    """Train a run's `TrainOptions` and print the headline numbers."""
     from plldr_hf.models import FAMILIES
 
     # the family's training entry point: plldr_hf.training.causal_lm.train_causal_lm
@@ -72,7 +71,6 @@ def train_and_report(args: argparse.Namespace) -> int:
     # the pipeline's own progress lines; other libraries (accelerate, datasets) stay at WARNING
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     logging.getLogger("plldr_hf").setLevel(logging.INFO)
-    options = options_from(args)
     report = train_causal_lm(options)
     if report:
         before = ((report.get("order_parameter_before") or {}).get("across_inputs") or {}).get("G_LM")
@@ -93,10 +91,7 @@ def run(args: argparse.Namespace) -> int:
         options = options_from(args)
     except ValueError as error:
         return fail("train pldrllm", error)
-    refused = output_is_a_file("train pldrllm", options.output_dir)
+    refused = refuse_run_paths("train pldrllm", options)
     if refused:
         return refused
-    missing = missing_dataset_files(options.dataset)
-    if missing:
-        return fail("train pldrllm", f"--dataset: {missing[0]} does not exist; give existing files or folders")
-    return run_creating("train pldrllm", options.output_dir, lambda: train_and_report(args))
+    return run_creating("train pldrllm", options.output_dir, lambda: train_and_report(options))

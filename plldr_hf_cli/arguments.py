@@ -65,21 +65,6 @@ def missing_dataset_files(specs) -> list[str]:
     return [path for path in paths if looks_like_path(path) and not Path(path).expanduser().exists()]
 
 
-def run_creating(command: str, output_dir, work):
-    """Run `work()`; on a user-facing error (bad value, missing file) print one line, exit status 2, and remove
-    `output_dir` if this run created it, so no half-made output folder is left behind."""
-    import shutil
-
-    output_dir = Path(output_dir) if output_dir else None
-    existed = output_dir is not None and output_dir.exists()
-    try:
-        return work()
-    except (ValueError, FileNotFoundError, NotADirectoryError, IsADirectoryError) as error:
-        if output_dir is not None and not existed and output_dir.exists():
-            shutil.rmtree(output_dir, ignore_errors=True)
-        return fail(command, error)
-
-
 def output_is_a_file(command: str, path) -> int | None:
     """Exit status 2 with one line when an output folder path names an existing file (checked before any work);
     None when the path is usable."""

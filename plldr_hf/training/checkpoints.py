@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import zipfile
 from pathlib import Path
 
 
@@ -50,6 +51,20 @@ def check_checkpoint(folder: str | os.PathLike) -> None:
         path = folder / name
         if not path.is_file() or path.stat().st_size == 0:
             raise ValueError(f"checkpoint {folder} is incomplete: {name} is missing or empty")
+    for path in sorted(folder.glob("*.pt")) + sorted(folder.glob("*.pth")):
+        _check_torch_archive(path)
+
+
+def _check_torch_archive(path: Path) -> None:
+    """`torch.save` writes a zip archive; a truncated or damaged one has no readable central directory or fails
+    its CRC check. Checked without unpickling anything (torch would fail later with `PytorchStreamReader failed`)."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            damaged = archive.testzip()
+    except (OSError, zipfile.BadZipFile, EOFError) as err:
+        raise ValueError(f"checkpoint file {path} is corrupt or truncated: {err}") from err
+    if damaged is not None:
+        raise ValueError(f"checkpoint file {path} is corrupt: entry {damaged} fails its CRC check")
 
 
 def resolve_checkpoint(resume: str | bool | None, output_dir: str | os.PathLike) -> str | None:

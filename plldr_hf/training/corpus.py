@@ -186,9 +186,7 @@ def load_text_corpus(
                 raise ValueError(f"split {split!r} mixes file types {sorted(kinds)}: {[str(p) for p in paths]}")
             kind = kinds.pop()
             extra = {"sample_by": "paragraph"} if kind == "text" else {}
-            splits[split] = load_dataset(
-                kind, data_files=[str(p) for p in paths], split="train", cache_dir=cache_dir, **extra
-            )
+            splits[split] = read_data_files(kind, paths, cache_dir, **extra)
         raw = DatasetDict(splits)
         origin = f"local files {specs}"
     elif len(specs) == 1:
@@ -196,7 +194,7 @@ def load_text_corpus(
         try:
             raw = load_dataset(name, dataset_config, cache_dir=cache_dir)
         except Exception as err:
-            raise RuntimeError(
+            raise ValueError(
                 f"could not load dataset {name!r} (config {dataset_config!r}): neither an existing local path nor "
                 f"a loadable Hugging Face dataset ({type(err).__name__}: {err}). Hub datasets need the network or a "
                 f"cached copy; offline, use the embedded corpus (no --dataset) or local files."
@@ -329,6 +327,22 @@ def _to_translation_schema(ds: Dataset, source_lang: str, target_lang: str, orig
     )
 
 
+def read_data_files(kind: str, paths, cache_dir: str | None, **options):
+    """One split from local files with the datasets library's builder `kind` (text, json, parquet, csv); a file it
+    cannot parse is a `ValueError` naming the files and the parser's message (datasets wraps it in a generic
+    `DatasetGenerationError`)."""
+    from datasets import load_dataset
+
+    try:
+        return load_dataset(kind, data_files=[str(p) for p in paths], split="train", cache_dir=cache_dir, **options)
+    except Exception as err:
+        if not type(err).__module__.startswith("datasets"):
+            raise
+        cause = err.__cause__ or err.__context__ or err
+        names = ", ".join(str(p) for p in paths)
+        raise ValueError(f"could not read {names} as {kind}: {cause}; fix or remove the file") from err
+
+
 def _load_files(files: dict[str, list[Path]], cache_dir: str | None) -> DatasetDict:
     from datasets import DatasetDict, load_dataset
 
@@ -337,9 +351,7 @@ def _load_files(files: dict[str, list[Path]], cache_dir: str | None) -> DatasetD
         formats = {file_format(p, TRANSLATION_FORMATS) for p in paths}
         if len(formats) > 1:
             raise ValueError(f"split {split!r} mixes file formats {sorted(formats)}: {[str(p) for p in paths]}")
-        splits[split] = load_dataset(
-            formats.pop(), data_files=[str(p) for p in paths], split="train", cache_dir=cache_dir
-        )
+        splits[split] = read_data_files(formats.pop(), paths, cache_dir)
     return DatasetDict(splits)
 
 
@@ -368,7 +380,7 @@ def _load_wmt17(
     try:
         return load_dataset("wmt/wmt17", f"{other}-en", cache_dir=cache_dir)
     except Exception as err:
-        raise RuntimeError(
+        raise ValueError(
             f"could not load WMT17 ({other}-en) from the Hugging Face Hub (dataset 'wmt/wmt17'): {err}. "
             "It needs network access or a cached copy; offline, pass a local copy of the dataset repository "
             "(wmt17_dir=, --wmt17-dir), or use --dataset libreoffice or local files."

@@ -226,6 +226,16 @@ class TranslationRun:
     scores: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
+def reset_call_state(tokenizer) -> None:
+    """A fast tokenizer keeps the truncation and padding of its last call in its backend (and writes them into
+    `tokenizer.json`): whether preprocessing ran or came from the datasets cache would change the saved file, and
+    the plain `tokenizers` library would then truncate every text. Saved tokenizers carry neither."""
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is not None:
+        backend.no_truncation()
+        backend.no_padding()
+
+
 def _load_or_train_tokenizer(args, raw, tokenizer, vocab_size, tokenizer_model, langs):
     out = Path(args.output_dir)
     if isinstance(tokenizer, PreTrainedTokenizerBase):
@@ -319,6 +329,7 @@ def train_translation(
             max_source_length,
             max_target_length,
         )
+    reset_call_state(tok)
 
     config = build_agf_config(
         tok,
@@ -363,6 +374,7 @@ def train_translation(
     train_output = trainer.train(resume_from_checkpoint=resume_from_checkpoint)
     # Trainer wrote use_cache=False into the config for training (gradient checkpointing turns the cache off)
     model.config.use_cache = True
+    reset_call_state(tok)
     trainer.save_model()
     trainer.log_metrics("train", train_output.metrics)
     trainer.save_metrics("train", train_output.metrics)

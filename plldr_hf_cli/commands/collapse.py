@@ -1,6 +1,7 @@
 """`plldr-hf collapse MODEL_DIR OUT_DIR`: freeze a PLDR-LLM's G (`PldrllmForCausalLM.collapse()`) and save it."""
 
-from plldr_hf_cli.arguments import non_negative_float, output_is_a_file
+from plldr_hf_cli.arguments import non_negative_float
+from plldr_hf_cli.output import add_overwrite_flag, check_output, write_staged
 
 
 def register(subparsers) -> None:
@@ -33,6 +34,7 @@ def register(subparsers) -> None:
         "--texts", metavar="FILE", help="calibration prompts, one per line (default: [eos] plus random sequences)"
     )
     parser.add_argument("--tokenizer", metavar="PATH", help="tokenizer folder for --texts (default: MODEL_DIR)")
+    add_overwrite_flag(parser)
     parser.set_defaults(func=run)
 
 
@@ -44,12 +46,12 @@ def run(args) -> int:
     from plldr_hf.loading import load_model, load_tokenizer, read_texts
 
     output_dir = Path(args.output_dir)
-    refused = output_is_a_file("collapse", output_dir)
-    if refused:
-        return refused
     if output_dir.resolve() == Path(args.model_dir).resolve():
         print("plldr-hf collapse: error: OUT_DIR must differ from MODEL_DIR", file=sys.stderr)
         return 2
+    refused = check_output("collapse", output_dir, overwrite=args.overwrite)
+    if refused:
+        return refused
     try:
         # keep the checkpoint's dtype: the PLGA maths runs in float32 whatever the weights are
         model = load_model(args.model_dir, model_type="pldrllm")
@@ -65,15 +67,21 @@ def run(args) -> int:
     print(report)
     if args.drop_metric_learner:
         model = model.to_fixed_g()
-    model.save_pretrained(output_dir)
     if tokenizer is None:
         try:
             tokenizer = load_tokenizer(args.tokenizer or args.model_dir)
         except ValueError:
             tokenizer = None
-    if tokenizer is not None:
-        tokenizer.save_pretrained(output_dir)
-    (output_dir / "collapse_report.json").write_text(json.dumps(report.to_dict(), indent=2) + "\n")
+
+    def save(staging: Path) -> None:
+        model.save_pretrained(staging)
+        if tokenizer is not None:
+            tokenizer.save_pretrained(staging)
+        (staging / "collapse_report.json").write_text(json.dumps(report.to_dict(), indent=2) + "\n")
+
+    status = write_staged("collapse", output_dir, save, overwrite=args.overwrite)
+    if status:
+        return status
     form = "fixed-G (custom_G_type='external')" if args.drop_metric_learner else "collapsed"
     print(f"\nsaved the {form} model to {output_dir}")
     return 0

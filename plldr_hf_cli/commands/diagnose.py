@@ -1,6 +1,7 @@
 """`plldr-hf diagnose MODEL_DIR`: order parameters and collapse checks of a PLDR-LLM (`plldr_hf.models.pldrllm.diagnostics`)."""
 
-from plldr_hf_cli.arguments import output_is_a_file, positive_int
+from plldr_hf_cli.arguments import positive_int
+from plldr_hf_cli.output import add_overwrite_flag, check_output, write_staged
 
 
 def register(subparsers) -> None:
@@ -38,6 +39,7 @@ def register(subparsers) -> None:
     parser.add_argument(
         "--rtol", type=float, default=1e-5, help="relative tolerance for 'rows of A identical' (default: %(default)s)"
     )
+    add_overwrite_flag(parser, "--output-dir")
     parser.set_defaults(func=run)
 
 
@@ -52,7 +54,7 @@ def run(args) -> int:
     from plldr_hf.models.pldrllm.plots import save_diagnostics
 
     output_dir = Path(args.output_dir) if args.output_dir else Path(args.model_dir) / "diagnostics"
-    refused = output_is_a_file("diagnose", output_dir)
+    refused = check_output("diagnose", output_dir, overwrite=args.overwrite)
     if refused:
         return refused
     try:
@@ -66,8 +68,16 @@ def run(args) -> int:
         print(f"plldr-hf diagnose: error: {error}", file=sys.stderr)
         return 2
     print(report.format_table())
-    paths = save_diagnostics(report, output_dir)
+    written = []
+    status = write_staged(
+        "diagnose",
+        output_dir,
+        lambda staging: written.extend(Path(p).name for p in save_diagnostics(report, staging).values()),
+        overwrite=args.overwrite,
+    )
+    if status:
+        return status
     print()
-    for path in paths.values():
-        print(f"wrote {path}")
+    for name in written:
+        print(f"wrote {output_dir / name}")
     return 0

@@ -1,6 +1,7 @@
 """`plldr-hf lm-eval-task OUT_DIR`: write the offline multiple-choice lm-evaluation-harness task."""
 
-from plldr_hf_cli.arguments import output_is_a_file, positive_int
+from plldr_hf_cli.arguments import positive_int
+from plldr_hf_cli.output import add_overwrite_flag, check_output, write_staged
 
 
 def register(subparsers) -> None:
@@ -19,13 +20,14 @@ def register(subparsers) -> None:
     )
     parser.add_argument("--num-questions", type=positive_int, default=200, help="[%(default)s]")
     parser.add_argument("--seed", type=int, default=0, help="[%(default)s]")
+    add_overwrite_flag(parser)
     parser.set_defaults(func=run)
 
 
 def run(args) -> int:
     import sys
 
-    refused = output_is_a_file("lm-eval-task", args.output_dir)
+    refused = check_output("lm-eval-task", args.output_dir, overwrite=args.overwrite)
     if refused:
         return refused
     from plldr_hf.models.pldrllm.lm_eval_task import write_continuation_task
@@ -33,9 +35,17 @@ def run(args) -> int:
 
     try:
         documents = load_text_corpus(args.dataset)["validation"]["text"]
-        task = write_continuation_task(args.output_dir, documents, args.num_questions, args.seed)
     except (OSError, ValueError) as error:
         print(f"plldr-hf lm-eval-task: error: {error}", file=sys.stderr)
         return 2
-    print(f"wrote task {task} to {args.output_dir}")
+    names = []
+    status = write_staged(
+        "lm-eval-task",
+        args.output_dir,
+        lambda staging: names.append(write_continuation_task(staging, documents, args.num_questions, args.seed)),
+        overwrite=args.overwrite,
+    )
+    if status:
+        return status
+    print(f"wrote task {names[0]} to {args.output_dir}")
     return 0

@@ -1,5 +1,7 @@
 """`plldr-hf push MODEL_DIR REPO_ID`: publish a saved PLDR-LLM or AGF model to the Hub (`plldr_hf.hub.push_folder`)."""
 
+from plldr_hf_cli.output import add_overwrite_flag, check_output, write_staged
+
 
 def register(subparsers) -> None:
     parser = subparsers.add_parser(
@@ -46,6 +48,7 @@ def register(subparsers) -> None:
         metavar="OUT_DIR",
         help="write the repo contents to OUT_DIR instead of uploading (OUT_DIR must differ from MODEL_DIR)",
     )
+    add_overwrite_flag(parser, "the --dry-run OUT_DIR")
     parser.set_defaults(func=run)
 
 
@@ -101,14 +104,22 @@ def run(args) -> int:
         out = Path(args.dry_run)
         if out.resolve() == Path(args.model_dir).resolve():
             return fail("--dry-run OUT_DIR must differ from MODEL_DIR", 2)
-        if out.exists() and not out.is_dir():
-            return fail(f"--dry-run {out} is a file, not a folder; give a folder for the output", 2)
+        refused = check_output("push", out, overwrite=args.overwrite)
+        if refused:
+            return refused
         try:
             model, tokenizer = load_folder(args.model_dir)
             info = card_info_from_folder(args.model_dir, overrides)
-            files = prepare_folder(model, out, tokenizer=tokenizer, card=info, repo_id=args.repo_id)
         except (OSError, ValueError) as error:
             return fail(str(error), 2)
+        files = []
+
+        def write(staging) -> None:
+            files.extend(prepare_folder(model, staging, tokenizer=tokenizer, card=info, repo_id=args.repo_id))
+
+        status = write_staged("push", out, write, overwrite=args.overwrite)
+        if status:
+            return status
         print(f"wrote {len(files)} files for {args.repo_id} to {out}: {', '.join(files)}")
         return 0
 

@@ -1,6 +1,7 @@
 """`plldr-hf quickstart`: the main job on the embedded data (see `plldr_hf_cli/quickstart.py`)."""
 
-from plldr_hf_cli.arguments import load_light_module, output_is_a_file, positive_float
+from plldr_hf_cli.arguments import load_light_module, positive_float
+from plldr_hf_cli.output import add_overwrite_flag, run_in_folder
 
 
 def register(subparsers) -> None:
@@ -25,14 +26,15 @@ def register(subparsers) -> None:
         choices=tuple(load_light_module("plldr_hf.models.agf.position_encodings").POSITION_VARIANTS),
         help="position handling of the translator [sinusoidal: the one that learns to translate in 10 CPU minutes]",
     )
+    add_overwrite_flag(parser, "--output-dir")
     parser.set_defaults(func=run)
 
 
 def run(args) -> int:
-    refused = output_is_a_file("quickstart", args.output_dir)
-    if refused:
-        return refused
     from plldr_hf_cli.quickstart import run_quickstart
 
-    run_quickstart(args.output_dir, minutes=args.minutes, translator=args.translator)
-    return 0
+    def work() -> int:
+        run_quickstart(args.output_dir, minutes=args.minutes, translator=args.translator)
+        return 0
+
+    return run_in_folder("quickstart", args.output_dir, work, overwrite=args.overwrite)

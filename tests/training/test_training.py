@@ -499,7 +499,7 @@ def test_load_text_corpus_local_files_and_errors(tmp_path):
     (tmp_path / "notes.docx").write_text("x")
     with pytest.raises(ValueError, match="unsupported file type"):
         load_text_corpus([str(tmp_path / "notes.docx")])
-    with pytest.raises(RuntimeError, match="no-such-user/no-such-dataset"):
+    with pytest.raises(ValueError, match="no-such-user/no-such-dataset"):
         load_text_corpus("no-such-user/no-such-dataset")
 
 

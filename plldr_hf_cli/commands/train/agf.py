@@ -13,8 +13,8 @@ from plldr_hf_cli.arguments import (
     load_light_module,
     options_from_args,
     refuse_run_paths,
-    run_creating,
 )
+from plldr_hf_cli.output import add_overwrite_flag, run_in_folder
 
 
 POSITION_ENCODINGS = tuple(load_light_module("plldr_hf.models.agf.position_encodings").POSITION_ENCODINGS)
@@ -42,6 +42,7 @@ def register(families) -> None:
         "--tiny", action="store_true", help=f"CPU smoke run: the tiny preset ({tiny}); flags still win"
     )
     add_option_flags(parser, options.TranslationOptions)
+    add_overwrite_flag(parser, "--output-dir")
     parser.set_defaults(func=run)
 
 
@@ -79,7 +80,13 @@ def run(args: argparse.Namespace) -> int:
     except (TypeError, ValueError) as err:
         return fail("train agf", f"invalid training arguments: {err}")
 
-    status = run_creating("train agf", options.output_dir, lambda: _train(options, training_args))
+    status = run_in_folder(
+        "train agf",
+        options.output_dir,
+        lambda: _train(options, training_args),
+        overwrite=args.overwrite,
+        resume=bool(options.resume),
+    )
     if status:
         return status
     print(f"model, tokenizer and scores saved in {options.output_dir}")

@@ -16,8 +16,8 @@ from plldr_hf_cli.arguments import (
     load_light_module,
     options_from_args,
     refuse_run_paths,
-    run_creating,
 )
+from plldr_hf_cli.output import add_overwrite_flag, run_in_folder
 
 
 def load_options_module():
@@ -49,6 +49,7 @@ def add_arguments(parser) -> None:
         "--tiny", action="store_true", help=f"CPU smoke run in seconds: the tiny preset ({tiny}); flags still win"
     )
     add_option_flags(parser, options.TrainOptions)
+    add_overwrite_flag(parser, "--output-dir")
 
 
 def options_from(args: argparse.Namespace):
@@ -94,4 +95,10 @@ def run(args: argparse.Namespace) -> int:
     refused = refuse_run_paths("train pldrllm", options)
     if refused:
         return refused
-    return run_creating("train pldrllm", options.output_dir, lambda: train_and_report(options))
+    return run_in_folder(
+        "train pldrllm",
+        options.output_dir,
+        lambda: train_and_report(options),
+        overwrite=args.overwrite,
+        resume=bool(options.resume),
+    )

@@ -1,0 +1,217 @@
+"""Output folders of the commands: nothing replaced that the command did not make, nothing half-made left behind,
+one writer at a time.
+
+Three rules, shared by every command that writes a folder:
+
+- **No silent overwrite.** A non-empty folder is refused unless `--overwrite` is given (training also accepts it
+  with `--resume`, to continue the run inside it).
+- **No half-made folders.** When the work fails, whatever this run created is removed. One-shot commands
+  (collapse, lm-eval-task, diagnose, push --dry-run) write into a hidden staging folder beside the target and move
+  it into place only when everything succeeded, so a failure or a crash never leaves a mixed folder, and
+  `--overwrite` replaces the old folder only then.
+- **One writer.** Long runs (train, quickstart) hold `OUT_DIR/.plldr-hf.lock` (pid and host); a second run into
+  the same folder is refused while the first lives, and a lock left by a process that no longer exists is taken
+  over with a note.
+
+Nothing here imports torch, transformers or `plldr_hf`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import sys
+from pathlib import Path
+
+from plldr_hf_cli.arguments import fail
+
+
+__all__ = ["LOCK_NAME", "OutputRefused", "add_overwrite_flag", "check_output", "run_in_folder", "write_staged"]
+
+LOCK_NAME = ".plldr-hf.lock"
+
+
+class OutputRefused(Exception):
+    """The output folder may not be written (not empty, locked by a live run, a file); the message says why."""
+
+
+def add_overwrite_flag(parser, what: str = "OUT_DIR") -> None:
+    parser.add_argument(
+        "--overwrite",
+        action="store_true",
+        help=f"replace a non-empty {what} (default: refuse it, so nothing is lost by mistake)",
+    )
+
+
+def _entries(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.iterdir() if p.name != LOCK_NAME) if folder.is_dir() else []
+
+
+def check_output(command: str, path, *, overwrite: bool = False, resume: bool = False) -> int | None:
+    """Exit status 2 with one line when `path` is a file, or a non-empty folder given without `--overwrite` (or,
+    for training, `--resume`); None when the command may write there. Checked before any work."""
+    if path is None:
+        return None
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        return fail(command, f"{path} is a file, not a folder; give a folder for the output")
+    holder = _live_lock(path)
+    if holder is not None:
+        return fail(
+            command,
+            f"{path} is in use by another run ({holder}); wait for it to finish, or remove {path / LOCK_NAME} if "
+            "that run is gone",
+        )
+    entries = _entries(path)
+    if entries and not (overwrite or resume):
+        shown = ", ".join(entries[:3]) + (", ..." if len(entries) > 3 else "")
+        fix = "pass --overwrite to replace it" + (
+            ", or --resume to continue the run in it" if command.startswith("train") else ""
+        )
+        return fail(command, f"{path} is not empty ({len(entries)} entries: {shown}); choose a new folder or {fix}")
+    return None
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # exists, owned by someone else
+        return True
+    return True
+
+
+def _take_lock(folder: Path, command: str) -> Path:
+    """Create `folder/.plldr-hf.lock` atomically (O_EXCL); a stale lock (its process is gone) is replaced."""
+    lock = folder / LOCK_NAME
+    record = json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "command": f"plldr-hf {command}"})
+    for _ in range(2):
+        try:
+            fd = os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        except FileExistsError:
+            holder = _live_lock(folder)
+            if holder is not None:
+                raise OutputRefused(
+                    f"{folder} is in use by another run ({holder}); wait for it to finish, or remove {lock} if that "
+                    "run is gone"
+                ) from None
+            print(f"plldr-hf {command}: note: removed a stale lock in {folder}", file=sys.stderr)
+            lock.unlink(missing_ok=True)
+            continue
+        with os.fdopen(fd, "w") as handle:
+            handle.write(record + "\n")
+        return lock
+    raise OutputRefused(f"could not lock {folder}; remove {lock} and retry")
+
+
+def _is_user_error(error: BaseException) -> bool:
+    # bad values, missing or unreadable files, the datasets library's load errors (a malformed --dataset file):
+    # one line for the user; anything else is a defect and keeps its traceback
+    return isinstance(error, (ValueError, OSError, OutputRefused)) or type(error).__module__.startswith("datasets")
+
+
+def _message(error: BaseException) -> str:
+    # the datasets library wraps the reader's error (a JSON parse error with the file and row) in a generic one
+    cause = error.__cause__ or error.__context__
+    if type(error).__module__.startswith("datasets") and cause is not None:
+        return f"could not read the dataset: {cause}"
+    return str(error)
+
+
+def _live_lock(folder: Path) -> str | None:
+    """Who holds `folder`'s lock, if a live process does (None: no lock, or a stale one)."""
+    try:
+        holder = json.loads((folder / LOCK_NAME).read_text())
+        pid, host = int(holder["pid"]), str(holder["host"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if host == socket.gethostname() and not _alive(pid):
+        return None
+    return f"{holder.get('command', 'plldr-hf')}, pid {pid} on {host}"
+
+
+def run_in_folder(command: str, path, work, *, overwrite: bool = False, resume: bool = False):
+    """Run `work()` writing into `path` in place (training: its checkpoints live there while it runs).
+
+    Refuses a non-empty folder unless `overwrite` (its old contents are then deleted first) or `resume`; holds
+    the folder's lock while working. On failure it removes the folder if this run created it (or the entries it
+    added to an emptied `--overwrite` folder) and prints one line for a user error (exit 2). On Ctrl-C the folder
+    is kept, so the run can be resumed."""
+    refused = check_output(command, path, overwrite=overwrite, resume=resume)
+    if refused:
+        return refused
+    folder = Path(path)
+    created = not folder.exists()
+    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        lock = _take_lock(folder, command)
+    except OutputRefused as error:
+        if created:
+            shutil.rmtree(folder, ignore_errors=True)
+        return fail(command, error)
+    try:
+        if overwrite and not resume:
+            for name in _entries(folder):
+                target = folder / name
+                shutil.rmtree(target) if target.is_dir() and not target.is_symlink() else target.unlink()
+        before = set(_entries(folder))
+        try:
+            return work()
+        except KeyboardInterrupt:
+            raise
+        except BaseException as error:
+            if created:
+                shutil.rmtree(folder, ignore_errors=True)
+            elif not before:
+                for name in set(_entries(folder)) - before:
+                    target = folder / name
+                    shutil.rmtree(target, ignore_errors=True) if target.is_dir() else target.unlink(missing_ok=True)
+            if isinstance(error, Exception) and _is_user_error(error):
+                return fail(command, _message(error))
+            raise
+    finally:
+        lock.unlink(missing_ok=True)
+
+
+def write_staged(command: str, path, work, *, overwrite: bool = False):
+    """Run `work(staging)`, which writes the whole output into a fresh hidden folder beside `path`; when it
+    returns without error the staging folder replaces `path` (renames on one file system), else it is removed.
+
+    A non-empty `path` is refused unless `overwrite`, checked before the work and again before the swap (another
+    command may have written there meanwhile)."""
+    refused = check_output(command, path, overwrite=overwrite)
+    if refused:
+        return refused
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    staging = path.parent / f".{path.name}.partial-{os.getpid()}"
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir()
+    try:
+        result = work(staging)
+        if result:  # the work refused with an exit status of its own
+            return result
+        if _entries(path) and not overwrite:
+            raise OutputRefused(f"{path} was filled by something else meanwhile; nothing was replaced")
+        old = path.parent / f".{path.name}.old-{os.getpid()}"
+        if path.exists():
+            path.rename(old)
+        try:
+            staging.rename(path)
+        except OSError:
+            if old.exists():
+                old.rename(path)  # put the previous folder back: nothing lost
+            raise
+        shutil.rmtree(old, ignore_errors=True)
+        return 0
+    except KeyboardInterrupt:
+        raise
+    except Exception as error:
+        if _is_user_error(error):
+            return fail(command, _message(error))
+        raise
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)

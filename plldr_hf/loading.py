@@ -13,7 +13,26 @@ import os
 from pathlib import Path
 
 
-__all__ = ["WeightsMismatchError", "load_folder", "load_model", "load_tokenizer", "read_texts"]
+__all__ = [
+    "ModelFolderError",
+    "WeightsMismatchError",
+    "load_folder",
+    "load_model",
+    "load_tokenizer",
+    "read_config",
+    "read_texts",
+]
+
+# files a saved tokenizer may consist of (fast, SentencePiece, or a vocabulary-file tokenizer)
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "spiece.model", "vocab.json")
+
+
+class ModelFolderError(ValueError):
+    """A model folder that cannot be used as it is (missing, not a saved model, a damaged or malformed file, a
+    config value out of range, no tokenizer); the message names the folder or file and the fix. The command
+    line prints it as one line with exit status 2 (`exit_status`)."""
+
+    exit_status = 2
 
 
 class WeightsMismatchError(RuntimeError):
@@ -21,23 +40,62 @@ class WeightsMismatchError(RuntimeError):
     missing ones with a fresh random initialisation and every number computed from the model would be meaningless.
     Not a `ValueError`: the command line reports it with exit status 1, not as a usage mistake."""
 
+    exit_status = 1
+
 
 def _is_hub_id(name: str) -> bool:
     # `org/name` or `name` that is not an existing path and not written as one: a Hub repo (or its local cache)
     return not Path(name).exists() and not name.startswith((".", "/", "~")) and name.count("/") <= 1
 
 
-def _model_type(folder: Path) -> str:
-    if _is_hub_id(str(folder)):
-        from transformers import AutoConfig
+def read_config(model_dir: str | os.PathLike) -> dict:
+    """The saved `config.json` of a local folder or Hub repo id, as a dict; `ModelFolderError` naming the folder
+    when there is none (a path that does not exist, a folder that is not a saved model, a Hub id that cannot be
+    reached) or it is not valid JSON."""
+    folder = Path(model_dir)
+    if _is_hub_id(str(model_dir)):
+        from transformers import PretrainedConfig
 
-        return AutoConfig.from_pretrained(str(folder)).model_type
+        try:
+            return PretrainedConfig.get_config_dict(str(model_dir))[0]
+        except (OSError, ValueError) as error:
+            raise ModelFolderError(
+                f"{model_dir} is not a local folder, and no Hub model of that name can be reached (offline?): give "
+                f"the path of a saved model folder ({' '.join(str(error).split())[:160]})"
+            ) from error
     if not folder.is_dir():
-        raise FileNotFoundError(f"model directory not found: {folder}")
+        raise ModelFolderError(f"model folder {folder} does not exist; give the folder written by save_pretrained")
     config_file = folder / "config.json"
     if not config_file.is_file():
-        raise FileNotFoundError(f"no config.json in {folder}: not a saved model directory")
-    return json.loads(config_file.read_text()).get("model_type")
+        raise ModelFolderError(f"no config.json in {folder}: not a saved model folder")
+    try:
+        config = json.loads(config_file.read_text())
+    except (OSError, UnicodeDecodeError, ValueError) as error:
+        raise ModelFolderError(f"{config_file} is not valid JSON ({error}); re-save the model") from error
+    if not isinstance(config, dict):
+        raise ModelFolderError(f"{config_file} holds no JSON object; re-save the model")
+    return config
+
+
+def _check_weight_files(folder: Path) -> None:
+    """A clear error for a folder without weights or with a damaged weights file, before transformers reads it."""
+    if not folder.is_dir():
+        return  # a Hub id: transformers downloads (or finds in the cache) and checks the files itself
+    weights = sorted(folder.glob("*.safetensors")) + sorted(folder.glob("pytorch_model*.bin"))
+    if not weights:
+        raise ModelFolderError(f"no weights file (model.safetensors) in {folder}; re-save the model with its weights")
+    from safetensors import safe_open
+
+    for path in weights:
+        if path.suffix != ".safetensors":
+            continue
+        try:
+            with safe_open(str(path), framework="pt"):  # checks the header and that the data covers the file
+                pass
+        except Exception as error:  # safetensors raises its own error types
+            raise ModelFolderError(
+                f"{path} is corrupt or truncated ({error}); copy it again or re-save the model"
+            ) from error
 
 
 def load_model(
@@ -52,13 +110,20 @@ def load_model(
     from plldr_hf.models import FAMILIES
 
     folder = Path(model_dir)
-    found = _model_type(folder)
+    found = read_config(folder).get("model_type")
     if model_type is not None and found != model_type:
-        raise ValueError(f"{folder} holds a {found!r} model; this command needs {FAMILIES[model_type].description}")
+        raise ModelFolderError(
+            f"{folder} holds a {found!r} model; this command needs {FAMILIES[model_type].description}"
+        )
     if found not in FAMILIES:
-        raise ValueError(f"{folder} holds a {found!r} model; plldr_hf loads {sorted(FAMILIES)}")
+        raise ModelFolderError(f"{folder} holds a {found!r} model; plldr_hf loads {sorted(FAMILIES)}")
     auto = getattr(transformers, FAMILIES[found].auto_class)
-    model, info = auto.from_pretrained(folder, dtype=dtype, output_loading_info=True)
+    _check_weight_files(folder)
+    try:
+        model, info = auto.from_pretrained(folder, dtype=dtype, output_loading_info=True)
+    except (OSError, ValueError, TypeError) as error:
+        # a config value the family's checks refuse (named in the message), or a file transformers cannot read
+        raise ModelFolderError(f"{folder}: {' '.join(str(error).split())}") from error
     problems = []
     for key, label in (
         ("missing_keys", "missing"),
@@ -84,10 +149,18 @@ def load_tokenizer(path: str | os.PathLike):
 
     import plldr_hf  # noqa: F401  (routes released PLDR-LLM folders to the exact unigram tokenizer)
 
+    folder = Path(path)
+    if folder.is_dir() and not any((folder / name).is_file() for name in TOKENIZER_FILES):
+        raise ModelFolderError(
+            f"no tokenizer in {folder} (none of {', '.join(TOKENIZER_FILES[:3])}); save the tokenizer into the "
+            "folder (tokenizer.save_pretrained) or pass --tokenizer"
+        )
+    if not folder.exists() and str(path).startswith((".", "/", "~")):
+        raise ModelFolderError(f"tokenizer folder {path} does not exist; pass an existing --tokenizer")
     try:
         return AutoTokenizer.from_pretrained(path)
     except (OSError, ValueError, TypeError) as error:
-        raise ValueError(f"could not load a tokenizer from {path} (pass --tokenizer): {error}") from error
+        raise ModelFolderError(f"could not load a tokenizer from {path} (pass --tokenizer): {error}") from error
 
 
 def load_folder(model_dir: str | os.PathLike, *, model_type: str | None = None, dtype="auto"):
@@ -95,11 +168,7 @@ def load_folder(model_dir: str | os.PathLike, *, model_type: str | None = None, 
     folder = Path(model_dir)
     model = load_model(folder, model_type=model_type, dtype=dtype)
     tokenizer = None
-    if (
-        _is_hub_id(str(folder))
-        or (folder / "tokenizer_config.json").is_file()
-        or (folder / "tokenizer.json").is_file()
-    ):
+    if _is_hub_id(str(folder)) or any((folder / name).is_file() for name in TOKENIZER_FILES):
         tokenizer = load_tokenizer(folder)
     return model, tokenizer
 

@@ -40,7 +40,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        # a command whose trailing positionals may come after its options (`translate DIR --num-beams 4 "text"`)
+        # names them in `extra_positionals`; argparse would otherwise call the text an unrecognized argument
+        dest = getattr(args, "extra_positionals", None)
+        if dest is None or any(item.startswith("-") and item != "-" for item in extra):
+            parser.error(f"unrecognized arguments: {' '.join(extra)}")
+        getattr(args, dest).extend(extra)
     if not getattr(args, "func", None):
         parser.print_help()
         return 0 if args.command is None else 2
@@ -55,11 +62,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\nplldr-hf {args.command}: interrupted{hint}", file=sys.stderr)
         return 130
     except Exception as error:
-        # a saved folder whose weights file lacks tensors: one line, never a run on random weights
-        if type(error).__name__ != "WeightsMismatchError":
+        # user-facing errors carry their exit status (`plldr_hf_cli.arguments.UsageError`, the loaders'
+        # `ModelFolderError` and `WeightsMismatchError`): one line; anything else is a defect and keeps its traceback
+        status = getattr(error, "exit_status", None)
+        if status is None:
             raise
-        print(f"plldr-hf {args.command}: error: {error}", file=sys.stderr)
-        return 1
+        print(f"plldr-hf {args.command}: error: {' '.join(str(error).split())}", file=sys.stderr)
+        return status
     finally:
         if restore is not None:
             restore()

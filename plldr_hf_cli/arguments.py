@@ -10,6 +10,12 @@ import sys
 from pathlib import Path
 
 
+class UsageError(Exception):
+    """A mistake in what the user asked for; `plldr_hf_cli.main` prints it as one line with exit status 2."""
+
+    exit_status = 2
+
+
 DATA_SUFFIXES = (".txt", ".text", ".md", ".json", ".jsonl", ".parquet", ".csv", ".tsv", ".gz", ".bz2", ".xz", ".zst")
 
 

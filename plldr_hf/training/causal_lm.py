@@ -25,6 +25,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from plldr_hf.evaluation import perplexity_from_metrics
+from plldr_hf.loading import load_tokenizer
 from plldr_hf.plots import plot_loss_curves
 from plldr_hf.training.checkpoints import resolve_checkpoint
 from plldr_hf.training.corpus import load_text_corpus
@@ -109,7 +110,7 @@ def prepare_tokenizer_and_data(options: TrainOptions, tokenizer=None, load_saved
     )
     saved = Path(options.output_dir, "tokenizer.json")
     if tokenizer is None and options.tokenizer:
-        tokenizer = AutoTokenizer.from_pretrained(options.tokenizer)
+        tokenizer = load_tokenizer(options.tokenizer)  # a missing folder or file is named, not a Hub-id error
     elif tokenizer is None and (options.resume or load_saved) and saved.exists():
         tokenizer = AutoTokenizer.from_pretrained(options.output_dir)
     elif tokenizer is None:

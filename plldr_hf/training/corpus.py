@@ -344,7 +344,7 @@ def read_data_files(kind: str, paths, cache_dir: str | None, **options):
 
 
 def _load_files(files: dict[str, list[Path]], cache_dir: str | None) -> DatasetDict:
-    from datasets import DatasetDict, load_dataset
+    from datasets import DatasetDict
 
     splits = {}
     for split, paths in files.items():

@@ -49,6 +49,7 @@ from transformers import (
 from transformers.trainer_pt_utils import LengthGroupedSampler, get_length_grouped_indices
 
 from plldr_hf.evaluation import token_accuracy_counts, translation_scores
+from plldr_hf.loading import load_tokenizer
 from plldr_hf.models.agf import AgfForConditionalGeneration
 from plldr_hf.models.agf.position_encodings import POSITION_VARIANTS
 from plldr_hf.training.checkpoints import resolve_checkpoint
@@ -241,7 +242,7 @@ def _load_or_train_tokenizer(args, raw, tokenizer, vocab_size, tokenizer_model, 
     if isinstance(tokenizer, PreTrainedTokenizerBase):
         return tokenizer
     if tokenizer is not None:
-        return AutoTokenizer.from_pretrained(str(tokenizer))
+        return load_tokenizer(str(tokenizer))
     if (out / TOKENIZER_FILE).is_file():
         # a resumed or restarted run must keep the vocabulary its checkpoints were trained with
         logger.info("reusing the tokenizer saved in %s", out)

@@ -2,9 +2,8 @@
 
 import argparse
 import sys
-from pathlib import Path
 
-from plldr_hf_cli.arguments import positive_int
+from plldr_hf_cli.arguments import UsageError, positive_int
 
 
 def register(subparsers) -> None:
@@ -18,32 +17,25 @@ def register(subparsers) -> None:
     parser.add_argument("--num-beams", type=positive_int, help="beam size [the model's generation config]")
     parser.add_argument("--max-new-tokens", type=positive_int, default=256, help="[%(default)s]")
     parser.add_argument("--batch-size", type=positive_int, default=16, help="[%(default)s]")
-    parser.set_defaults(func=run)
+    parser.set_defaults(func=run, extra_positionals="texts")
 
 
 def run(args: argparse.Namespace) -> int:
     import torch
-    from transformers import PretrainedConfig
 
     from plldr_hf import AgfTranslationPipeline
-    from plldr_hf.loading import load_model, load_tokenizer
+    from plldr_hf.loading import load_model, load_tokenizer, read_config
 
-    if not Path(args.model_dir).is_dir() and (Path(args.model_dir).is_absolute() or args.model_dir.startswith(".")):
-        raise SystemExit(f"plldr-hf translate: model folder {args.model_dir} does not exist")
-    try:
-        config, _ = PretrainedConfig.get_config_dict(args.model_dir)
-    except (OSError, ValueError) as err:
-        raise SystemExit(f"plldr-hf translate: cannot read a model config from {args.model_dir!r}: {err}") from err
+    config = read_config(args.model_dir)  # one line naming the folder when it is missing or not a model
     if config.get("model_type") != "agf":
-        raise SystemExit(
-            f"plldr-hf translate: {args.model_dir} holds model_type {config.get('model_type')!r}; "
-            "translation needs an agf model"
+        raise UsageError(
+            f"{args.model_dir} holds model_type {config.get('model_type')!r}; translation needs an agf model"
         )
     texts = args.texts
     if not texts or texts == ["-"]:
         texts = [line.rstrip("\n") for line in sys.stdin]
     if not texts:
-        raise SystemExit("plldr-hf translate: nothing to translate (no TEXT arguments and empty standard input)")
+        raise UsageError("nothing to translate (no TEXT arguments and empty standard input)")
     model, tokenizer = load_model(args.model_dir, model_type="agf"), load_tokenizer(args.model_dir)
     translator = AgfTranslationPipeline(
         model=model, tokenizer=tokenizer, device=0 if torch.cuda.is_available() else -1

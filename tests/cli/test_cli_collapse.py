@@ -109,9 +109,9 @@ def test_diagnose_with_texts(invariant_dir, tmp_path, capsys):
 def test_bad_inputs_give_clear_errors(tmp_path, capsys):
     missing = tmp_path / "missing"
     assert main(["diagnose", str(missing)]) == 2
-    assert "model directory not found" in capsys.readouterr().err
+    assert "does not exist" in capsys.readouterr().err
     assert main(["collapse", str(missing), str(tmp_path / "out")]) == 2
-    assert "model directory not found" in capsys.readouterr().err
+    assert "does not exist" in capsys.readouterr().err
     other = tmp_path / "llama"
     other.mkdir()
     (other / "config.json").write_text(json.dumps({"model_type": "llama"}))

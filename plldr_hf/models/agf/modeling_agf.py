@@ -105,11 +105,21 @@ def merge_cache_kwargs(cache: Cache | None, past_key_values: Cache | None, owner
 
 
 def check_inputs(owner: str, input_ids, inputs_embeds, attention_mask, vocab_size: int, past_length: int = 0) -> None:
-    """Clear errors for inputs that would fail deep inside or silently: empty inputs, token ids outside
-    the vocabulary, an attention mask of the wrong shape. Ids are checked only when no cache is filled yet (the
-    decode steps feed back the model's own predictions; a check there would cost a device sync per token)."""
+    """Clear errors for inputs that would fail deep inside or silently: inputs of the wrong rank or dtype, empty
+    inputs, token ids outside the vocabulary, an attention mask of the wrong shape. Ids are checked here only when
+    no cache is filled yet (the decode steps feed back the model's own predictions; a check there would cost a
+    device sync per token): a decode step's ids are checked by `embed_ids` only when the lookup fails."""
     if torch.compiler.is_compiling():
         return
+    if input_ids is not None and (input_ids.dim() != 2 or input_ids.dtype.is_floating_point or input_ids.is_complex()):
+        raise ValueError(
+            f"{owner}: `input_ids` must be integer token ids of shape (batch, length), got {input_ids.dtype} of "
+            f"shape {tuple(input_ids.shape)}; pass a batch of 1-D sequences (a single sequence as ids[None])"
+        )
+    if input_ids is None and inputs_embeds is not None and inputs_embeds.dim() != 3:
+        raise ValueError(
+            f"{owner}: `inputs_embeds` must have shape (batch, length, hidden), got {tuple(inputs_embeds.shape)}"
+        )
     shape = tuple((input_ids if input_ids is not None else inputs_embeds).shape)
     if len(shape) < 2 or 0 in shape[:2]:
         raise ValueError(f"{owner}: empty input of shape {shape}; pass at least one token per row, as (batch, length)")
@@ -121,6 +131,11 @@ def check_inputs(owner: str, input_ids, inputs_embeds, attention_mask, vocab_siz
                 f"{owner}: token id {bad} is outside the vocabulary [0, {vocab_size}); was the input made by another "
                 "model's tokenizer?"
             )
+    if attention_mask is not None and attention_mask.dim() not in (2, 4):
+        raise ValueError(
+            f"{owner}: `attention_mask` of shape {tuple(attention_mask.shape)}: pass (batch, length) with 1 for "
+            "tokens and 0 for padding (or a 4-D (batch, 1, query, key) mask)"
+        )
     if attention_mask is not None and attention_mask.dim() == 2:
         expected = (shape[0], past_length + shape[1])
         if tuple(attention_mask.shape) != expected:
@@ -128,6 +143,22 @@ def check_inputs(owner: str, input_ids, inputs_embeds, attention_mask, vocab_siz
                 f"{owner}: `attention_mask` of shape {tuple(attention_mask.shape)}, expected {expected} "
                 f"(batch, cached {past_length} + new {shape[1]} tokens)"
             )
+
+
+def embed_ids(embedding: nn.Module, input_ids: torch.Tensor, owner: str, vocab_size: int) -> torch.Tensor:
+    """`embedding(input_ids)`; an id outside the vocabulary (a decode step's ids are not checked up front) becomes
+    an error naming it instead of torch's bare `index out of range in self`. The check runs only on that error
+    path, so correct inputs cost no device sync."""
+    try:
+        return embedding(input_ids)
+    except IndexError as error:
+        outside = input_ids[(input_ids < 0) | (input_ids >= vocab_size)]
+        if outside.numel() == 0:
+            raise
+        raise ValueError(
+            f"{owner}: token id {int(outside[0])} is outside the vocabulary [0, {vocab_size}); was the input made by "
+            "another model's tokenizer?"
+        ) from error
 
 
 def shift_tokens_right(input_ids: torch.Tensor, pad_token_id: int, decoder_start_token_id: int) -> torch.Tensor:
@@ -715,7 +746,7 @@ class AgfEncoder(AgfPreTrainedModel):
             raise ValueError("pass exactly one of `input_ids` and `inputs_embeds`")
         check_inputs("AgfEncoder", input_ids, inputs_embeds, attention_mask, self.config.vocab_size)
         if inputs_embeds is None:
-            inputs_embeds = self.embed_tokens(input_ids)
+            inputs_embeds = embed_ids(self.embed_tokens, input_ids, "AgfEncoder", self.config.vocab_size)
         batch, length = inputs_embeds.shape[:2]
         positions = positions_from_mask(attention_mask, batch, length, inputs_embeds.device)
         hidden_states = add_absolute_positions(self.config, inputs_embeds, positions)
@@ -802,7 +833,7 @@ class AgfDecoder(AgfPreTrainedModel):
         given_past = cache.get_seq_length() if use_cache and cache is not None else 0
         check_inputs("AgfDecoder", input_ids, inputs_embeds, attention_mask, self.config.vocab_size, given_past)
         if inputs_embeds is None:
-            inputs_embeds = self.embed_tokens(input_ids)
+            inputs_embeds = embed_ids(self.embed_tokens, input_ids, "AgfDecoder", self.config.vocab_size)
         batch, q_len = inputs_embeds.shape[:2]
         device = inputs_embeds.device
 
@@ -1067,6 +1098,13 @@ class AgfForConditionalGeneration(AgfPreTrainedModel, GenerationMixin):
         return_dict = self.config.return_dict if return_dict is None else return_dict
         if labels is not None:
             use_cache = False
+            source = input_ids if input_ids is not None else inputs_embeds
+            if labels.dim() != 2 or (source is not None and labels.shape[0] != source.shape[0]):
+                raise ValueError(
+                    f"{type(self).__name__}: `labels` of shape {tuple(labels.shape)} for a batch of "
+                    f"{source.shape[0] if source is not None else '?'} source rows; pass one (batch, target_length) "
+                    "row of target ids per source row"
+                )
             if decoder_input_ids is None and decoder_inputs_embeds is None:
                 decoder_input_ids = self.prepare_decoder_input_ids_from_labels(labels)
         outputs = self.model(

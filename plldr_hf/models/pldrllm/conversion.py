@@ -21,6 +21,7 @@ import pickletools
 import re
 import shutil
 import tempfile
+import warnings
 from pathlib import Path
 
 import torch
@@ -33,6 +34,7 @@ _ALLOWED_GLOBALS = {
     ("torch._utils", "_rebuild_tensor_v2"),
     ("torch.storage", "_load_from_bytes"),
     ("collections", "OrderedDict"),
+    ("_codecs", "encode"),  # protocol 2 stores bytes as _codecs.encode(text, "latin1"); replaced by a bytes-only one
 }
 _STRING_OPS = {"SHORT_BINUNICODE", "BINUNICODE", "BINUNICODE8", "UNICODE", "SHORT_BINSTRING", "BINSTRING", "STRING"}
 
@@ -57,14 +59,47 @@ def _storage_from_bytes(data: bytes):
     return torch.load(io.BytesIO(data), weights_only=True, map_location="cpu")
 
 
+def _latin1_bytes(text, encoding="latin1"):
+    # the only use of `_codecs.encode` in a tensor pickle: protocol 2's spelling of a bytes object
+    if not isinstance(text, str) or encoding not in ("latin1", "latin-1"):
+        raise pickle.UnpicklingError("_codecs.encode is allowed only as protocol 2's latin1 bytes")
+    return text.encode("latin1")
+
+
 class _TensorUnpickler(pickle.Unpickler):
+    """Unpickles plain tensors only; every tensor must lie inside its own stored bytes, and all tensors together
+    may hold at most `budget` bytes (bounded by the file's size), so a small file can never ask for a large
+    allocation (a zero-stride view of a tiny storage would become gigabytes once copied)."""
+
+    def __init__(self, file, budget: int):
+        super().__init__(file)
+        self.budget = budget
+
+    def _rebuild(self, storage, offset, size, stride, *rest):
+        size, stride = tuple(size), tuple(stride)
+        numel = 1
+        for extent in size:
+            numel *= int(extent)
+        with warnings.catch_warnings():  # the legacy TypedStorage that tensor pickles hold warns on every use
+            warnings.simplefilter("ignore")
+            itemsize, elements, stored = storage.element_size(), storage.size(), storage.nbytes()
+        reach = int(offset) + sum((int(n) - 1) * int(s) for n, s in zip(size, stride) if n > 0) + 1 if numel else 0
+        if any(int(s) < 0 for s in stride) or reach > elements or numel * itemsize > stored:
+            raise pickle.UnpicklingError("a tensor in the file reaches past or repeats its own stored data")
+        self.budget -= numel * 4  # float32 after conversion
+        if self.budget < 0:
+            raise pickle.UnpicklingError("the file's tensors hold more data than the file itself stores")
+        return torch._utils._rebuild_tensor_v2(storage, offset, size, stride, *rest)
+
     def find_class(self, module, name):
         if (module, name) == ("torch._utils", "_rebuild_tensor_v2"):
-            return torch._utils._rebuild_tensor_v2
+            return self._rebuild
         if (module, name) == ("torch.storage", "_load_from_bytes"):
             return _storage_from_bytes
         if (module, name) == ("collections", "OrderedDict"):
             return collections.OrderedDict
+        if (module, name) == ("_codecs", "encode"):
+            return _latin1_bytes
         raise pickle.UnpicklingError(f"global {module}.{name} is not allowed in a predefined-G file")
 
 
@@ -88,7 +123,8 @@ def load_predefined_g(path: str | os.PathLike) -> torch.Tensor:
         raise pickle.UnpicklingError(
             f"{path} names globals that a predefined-G file never needs: {', '.join(refused)}; refusing to load it"
         )
-    value = _TensorUnpickler(io.BytesIO(data)).load()
+    # float32 copies of what the file stores: at most 4 bytes per stored byte (a float16 or int8 file grows)
+    value = _TensorUnpickler(io.BytesIO(data), budget=4 * len(data)).load()
     if not isinstance(value, (list, tuple)) or not value:
         raise ValueError(f"{path}: expected a list of per-layer G tensors, got {type(value).__name__}")
     layers = []

@@ -12,9 +12,8 @@ A new family adds a module here without touching this file.
 import argparse
 import importlib
 import pkgutil
-from pathlib import Path
 
-from plldr_hf_cli.arguments import positive_int
+from plldr_hf_cli.arguments import UsageError, positive_int
 
 
 def _families() -> dict[str, object]:
@@ -57,21 +56,15 @@ def register(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from transformers import PretrainedConfig
-
     import plldr_hf  # noqa: F401  (registers the model types)
+    from plldr_hf.loading import read_config
 
-    if not Path(args.model_dir).is_dir() and (Path(args.model_dir).is_absolute() or args.model_dir.startswith(".")):
-        raise SystemExit(f"plldr-hf evaluate: model folder {args.model_dir} does not exist")
-    try:
-        config, _ = PretrainedConfig.get_config_dict(args.model_dir)
-    except (OSError, ValueError) as err:
-        raise SystemExit(f"plldr-hf evaluate: cannot read a model config from {args.model_dir!r}: {err}") from err
+    config = read_config(args.model_dir)  # one line naming the folder when it is missing or not a model
     model_type = config.get("model_type")
     families = _families()
     if model_type not in families:
-        raise SystemExit(
-            f"plldr-hf evaluate: no evaluation for model_type {model_type!r} (in {args.model_dir}); "
+        raise UsageError(
+            f"no evaluation for model_type {model_type!r} (in {args.model_dir}); "
             f"supported: {', '.join(sorted(families))}"
         )
     return families[model_type].run(args, config)

@@ -4,7 +4,7 @@ import argparse
 import json
 from pathlib import Path
 
-from plldr_hf_cli.arguments import positive_int
+from plldr_hf_cli.arguments import UsageError, positive_int
 
 
 MODEL_TYPES = ("agf",)
@@ -46,7 +46,7 @@ def run(args: argparse.Namespace, config: dict) -> int:
     )
     missing = [s for s in args.split if s not in data]
     if missing:
-        raise SystemExit(f"plldr-hf evaluate: split(s) {missing} not in the dataset; it has {sorted(data)}")
+        raise UsageError(f"split(s) {missing} not in the dataset; it has {sorted(data)}")
     num_beams = args.num_beams or model.generation_config.num_beams or 1
 
     results = {}

@@ -10,7 +10,7 @@ import argparse
 import json
 from pathlib import Path
 
-from plldr_hf_cli.arguments import positive_int
+from plldr_hf_cli.arguments import UsageError, positive_int
 
 
 MODEL_TYPES = ("pldrllm",)
@@ -32,7 +32,7 @@ def _read_text(path: str) -> str:
         with opener(path, "rt", encoding="utf-8") as handle:
             return handle.read()
     except OSError as err:
-        raise SystemExit(f"plldr-hf evaluate: cannot read text file {path}: {err}") from err
+        raise UsageError(f"cannot read text file {path}: {err}") from err
 
 
 def run(args: argparse.Namespace, config: dict) -> int:
@@ -55,7 +55,7 @@ def run(args: argparse.Namespace, config: dict) -> int:
         for split in args.split:
             name = "validation" if split == "test" else split
             if name not in corpus:
-                raise SystemExit(f"plldr-hf evaluate: split {split!r} not in the corpus; it has {sorted(corpus)}")
+                raise UsageError(f"split {split!r} not in the corpus; it has {sorted(corpus)}")
             splits[name] = corpus[name]
     results = {}
     for name, documents in splits.items():

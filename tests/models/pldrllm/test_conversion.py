@@ -157,6 +157,49 @@ def test_a_pickle_naming_other_globals_is_refused_before_it_runs(tmp_path, paylo
     assert not marker.exists()
 
 
+@pytest.mark.parametrize("protocol", [2, 3, 4, 5])
+def test_a_tensor_list_of_any_pickle_protocol_loads(tmp_path, protocol):
+    layers = [torch.randn(1, 2, 4, 4) for _ in range(3)]
+    path = tmp_path / "g.pkl"
+    # protocol 2 spells the stored bytes as _codecs.encode(text, "latin1"): read safely, never run as a call
+    path.write_bytes(pickle.dumps(layers, protocol=protocol))
+    assert torch.equal(plldr_hf.load_predefined_g(path), torch.stack([g[0] for g in layers]))
+
+
+class _ZeroStride:
+    """A view of one stored float repeated over a (1, 16, 4000, 4000) shape: 1 GB once copied, from a tiny file."""
+
+    def __reduce__(self):
+        import collections
+
+        storage = torch.zeros(1).untyped_storage()
+        typed = torch.storage.TypedStorage(wrap_storage=storage, dtype=torch.float32, _internal=True)
+        return (
+            torch._utils._rebuild_tensor_v2,
+            (typed, 0, (1, 16, 4000, 4000), (0, 0, 0, 0), False, collections.OrderedDict()),
+        )
+
+
+@pytest.mark.parametrize("codec", [False, True])
+def test_a_small_pickle_cannot_ask_for_a_large_allocation(tmp_path, codec):
+    path = tmp_path / "bomb.pkl"
+    if codec:  # a _codecs.encode call that is not protocol 2's latin1 bytes
+        import _codecs
+
+        class _Codec:
+            def __reduce__(self):
+                return (_codecs.encode, ("x" * 10, "rot13"))
+
+        path.write_bytes(pickle.dumps([_Codec()], protocol=2))
+        match = "latin1"
+    else:
+        path.write_bytes(pickle.dumps([_ZeroStride()], protocol=4))
+        match = "reaches past or repeats"
+    assert path.stat().st_size < 2000
+    with pytest.raises(pickle.UnpicklingError, match=match):
+        plldr_hf.load_predefined_g(path)
+
+
 def test_predefined_g_feeds_the_fixed_g_model(tmp_path):
     # a predefined-G file in the reference format (a plain pickle of per-layer (1, H, d, d) tensors)
     identity = [torch.eye(16).expand(1, 2, 16, 16).clone() for _ in range(3)]

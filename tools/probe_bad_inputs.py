@@ -1,0 +1,401 @@
+"""Probe the command line and the model API with bad inputs and faults, and count how each one ends.
+
+    python tools/probe_bad_inputs.py [--out DIR] [--verbose]
+
+Every case is one mistake a user makes (a wrong value, a damaged file, a folder pointed at by mistake, a wrong
+tensor shape). Each ends in one of four ways:
+
+- **clear**: the command exits non-zero with one line `plldr-hf COMMAND: error: ...` on stderr and no traceback,
+  or the API raises an exception whose message names the problem;
+- **silent**: it succeeded (exit 0, a return value) although the input was wrong;
+- **traceback / unclear**: it failed, but with a traceback or a message that does not name the problem;
+- **data loss**: a folder that existed before the case changed.
+
+Prints a Markdown table of the counts and writes `probe.json` and `probe.md` into `--out` (default: a temporary
+folder). Exit status 1 when any case is not clear. Runs offline in about a minute on a CPU; `tests/test_probe.py`
+runs it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import hashlib
+import io
+import json
+import math
+import os
+import pickle
+import sys
+import tempfile
+import traceback
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO_ROOT))
+
+
+@dataclass
+class Outcome:
+    case: str
+    kind: str  # cli / api
+    verdict: str  # clear / silent / traceback / data loss
+    detail: str
+
+
+def _digest(folder: Path) -> str:
+    h = hashlib.sha256()
+    for path in sorted(folder.rglob("*")):
+        if path.is_file():
+            h.update(str(path.relative_to(folder)).encode())
+            h.update(path.read_bytes())
+    return h.hexdigest()
+
+
+def _cli(argv: list[str], expect: str) -> tuple[str, str]:
+    """(verdict, detail) of `plldr-hf ARGV`, expected to fail with a line containing `expect`."""
+    from plldr_hf.cli import main
+
+    err = io.StringIO()
+    out = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(err), contextlib.redirect_stdout(out):
+            status = main(argv)
+    except SystemExit as exit_:
+        status = exit_.code
+    except Exception:
+        return "traceback", traceback.format_exc(limit=1).strip().splitlines()[-1]
+    lines = [line for line in err.getvalue().splitlines() if line.strip()]
+    if status in (0, None):
+        return "silent", f"exit 0: {out.getvalue().strip()[:120]}"
+    last = lines[-1] if lines else ""
+    if "Traceback" in err.getvalue() or not last.startswith("plldr-hf") or ": error:" not in last:
+        return "traceback", last[:200]
+    if expect.lower() not in last.lower():
+        return "unclear", last[:200]
+    return "clear", last[:200]
+
+
+def _api(call, expect: str) -> tuple[str, str]:
+    try:
+        call()
+    except Exception as error:
+        message = f"{type(error).__name__}: {error}"
+        if expect.lower() in message.lower():
+            return "clear", message[:200]
+        return "unclear", message[:200]
+    return "silent", "no exception"
+
+
+class Probe:
+    def __init__(self, work: Path):
+        self.work = work
+        self.outcomes: list[Outcome] = []
+        self._build_folders()
+
+    # ---------------------------------------------------------------- fixtures made by the probe itself
+    def _build_folders(self) -> None:
+        from tests.hub_utils import tiny_agf
+        from tests.utils import tiny_model, tiny_pldrllm_tokenizer, tiny_translation_tokenizer
+
+        self.pldr = self.work / "pldr"
+        tokenizer = tiny_pldrllm_tokenizer()
+        tiny_model(vocab_size=len(tokenizer)).save_pretrained(self.pldr)
+        tokenizer.save_pretrained(self.pldr)
+        self.agf = self.work / "agf"
+        tokenizer = tiny_translation_tokenizer()
+        tiny_agf(len(tokenizer)).save_pretrained(self.agf)
+        tokenizer.save_pretrained(self.agf)
+        self.texts = self.work / "texts.txt"
+        self.texts.write_text("to be or not to be\n")
+
+    def copy(self, source: Path, name: str) -> Path:
+        import shutil
+
+        target = self.work / name
+        shutil.copytree(source, target)
+        return target
+
+    def record(self, case: str, kind: str, verdict: str, detail: str) -> None:
+        self.outcomes.append(Outcome(case, kind, verdict, detail))
+
+    def cli(self, case: str, argv: list[str], expect: str, guard: Path | None = None) -> None:
+        before = _digest(guard) if guard is not None else None
+        verdict, detail = _cli([str(a) for a in argv], expect)
+        if guard is not None and _digest(guard) != before:
+            verdict, detail = "data loss", f"{guard.name} changed; {detail}"
+        self.record(case, "cli", verdict, detail)
+
+    def api(self, case: str, call, expect: str) -> None:
+        self.record(case, "api", *_api(call, expect))
+
+    # ---------------------------------------------------------------- the cases
+    def run(self) -> list[Outcome]:
+        self.cli_values()
+        self.cli_folders()
+        self.cli_damaged()
+        self.api_models()
+        self.api_configs()
+        self.api_files()
+        return self.outcomes
+
+    def cli_values(self) -> None:
+        p, a, w = self.pldr, self.agf, self.work
+        for flag, value in [
+            ("--block-size", "0"),
+            ("--batch-size", "0"),
+            ("--batch-size", "-3"),
+            ("--max-blocks", "0"),
+        ]:
+            self.cli(f"evaluate {flag} {value}", ["evaluate", p, flag, value], flag)
+        for value in ("0", "-2", "x"):
+            self.cli(f"translate --num-beams {value}", ["translate", a, "a text", "--num-beams", value], "--num-beams")
+        for value in ("-1", "nan", "inf"):
+            self.cli(f"collapse --tolerance {value}", ["collapse", p, w / "c", "--tolerance", value], "--tolerance")
+        self.cli("quickstart --minutes -1", ["quickstart", "--minutes", "-1", "--output-dir", w / "q"], "--minutes")
+        self.cli("diagnose --new-tokens 0", ["diagnose", p, "--new-tokens", "0"], "--new-tokens")
+        self.cli("train --max-steps 0", ["train", "pldrllm", "--tiny", "--max-steps", "0"], "--max-steps")
+        self.cli("train --dag-weights a,b", ["train", "pldrllm", "--dag-weights", "a,b"], "--dag-weights")
+        self.cli(
+            "train agf --set unknown field",
+            ["train", "agf", "--tiny", "--set", "no_such_field=3", "--output-dir", w / "t1"],
+            "no_such_field",
+        )
+        self.cli(
+            "train --tokenizer missing",
+            ["train", "pldrllm", "--tiny", "--tokenizer", "/nonexistent/tok", "--output-dir", w / "t2"],
+            "tokenizer",
+        )
+        broken = w / "broken.jsonl"
+        broken.write_text('{"text": "fine"}\n{"text": unquoted\n')
+        self.cli(
+            "train --dataset malformed",
+            ["train", "pldrllm", "--tiny", "--dataset", broken, "--output-dir", w / "t3"],
+            "broken.jsonl",
+        )
+        self.cli(
+            "train --block-size beyond the data",
+            ["train", "pldrllm", "--tiny", "--block-size", "1000000", "--output-dir", w / "t4", "--report-to", "none"],
+            "block",
+        )
+        self.cli("train --dataset missing path", ["train", "pldrllm", "--dataset", "./nope.txt"], "nope.txt")
+        self.cli("evaluate --texts missing", ["evaluate", p, "--texts", w / "nope.txt"], "nope.txt")
+        for name in ("t1", "t2", "t3", "t4"):
+            if (w / name).exists():
+                self.record(f"half-made folder {name}", "cli", "data loss", f"{name} left behind by a failed run")
+
+    def cli_folders(self) -> None:
+        p, w = self.pldr, self.work
+        other = self.copy(self.agf, "someone_elses")
+        self.cli("collapse into a non-empty folder", ["collapse", p, other, "--force"], "not empty", guard=other)
+        self.cli("diagnose into a non-empty folder", ["diagnose", p, "--output-dir", other], "not empty", guard=other)
+        self.cli("lm-eval-task into a non-empty folder", ["lm-eval-task", other], "not empty", guard=other)
+        self.cli(
+            "push --dry-run into a non-empty folder",
+            ["push", p, "org/x", "--dry-run", other],
+            "not empty",
+            guard=other,
+        )
+        self.cli(
+            "train into a non-empty folder",
+            ["train", "pldrllm", "--tiny", "--output-dir", other],
+            "--resume",
+            guard=other,
+        )
+        self.cli("quickstart into a non-empty folder", ["quickstart", "--output-dir", other], "not empty", guard=other)
+        afile = w / "a_file"
+        afile.write_text("keep me\n")
+        self.cli("collapse into a file", ["collapse", p, afile, "--force"], "is a file", guard=w / "pldr")
+        self.cli("diagnose into a file", ["diagnose", p, "--output-dir", afile], "is a file")
+        self.cli("collapse OUT = MODEL", ["collapse", p, p, "--force"], "differ", guard=p)
+        if afile.read_text() != "keep me\n":
+            self.record("file output kept", "cli", "data loss", "a_file changed")
+
+    def cli_damaged(self) -> None:
+        p, a, w = self.pldr, self.agf, self.work
+        self.cli("evaluate a missing relative folder", ["evaluate", "no_such_model_dir/x/y"], "no_such_model_dir")
+        self.cli("evaluate ./missing", ["evaluate", "./missing_model"], "does not exist")
+        self.cli("diagnose a Hub id offline", ["diagnose", "no-such-org/no-such-model"], "no-such-org/no-such-model")
+        self.cli("translate a bare missing name", ["translate", "missing_model", "a text"], "missing_model")
+        self.cli("evaluate a folder without config", ["evaluate", w], "config.json")
+        no_weights = self.copy(p, "no_weights")
+        (no_weights / "model.safetensors").unlink()
+        self.cli("evaluate a folder without weights", ["evaluate", no_weights], "weights")
+        truncated = self.copy(p, "truncated")
+        data = (truncated / "model.safetensors").read_bytes()
+        (truncated / "model.safetensors").write_bytes(data[: len(data) // 2])
+        self.cli("evaluate truncated weights", ["evaluate", truncated], "model.safetensors")
+        self.cli("diagnose truncated weights", ["diagnose", truncated, "--output-dir", w / "d"], "model.safetensors")
+        bad_json = self.copy(p, "bad_json")
+        (bad_json / "config.json").write_text("{not json")
+        self.cli("evaluate malformed config.json", ["evaluate", bad_json], "config.json")
+        bad_value = self.copy(p, "bad_value")
+        config = json.loads((bad_value / "config.json").read_text())
+        config["rope_theta"] = "abc"
+        (bad_value / "config.json").write_text(json.dumps(config))
+        self.cli("evaluate config rope_theta='abc'", ["evaluate", bad_value], "rope_theta")
+        no_tok = self.copy(a, "agf_no_tokenizer")
+        for name in ("tokenizer.json", "tokenizer_config.json"):
+            (no_tok / name).unlink(missing_ok=True)
+        self.cli("translate without a tokenizer", ["translate", no_tok, "a text"], "tokenizer")
+        self.cli("evaluate agf without a tokenizer", ["evaluate", no_tok, "--max-samples", "2"], "tokenizer")
+        self.cli("collapse an AGF folder", ["collapse", a, w / "c2", "--force"], "agf")
+        self.cli("translate a PLDR-LLM folder", ["translate", p, "a text"], "pldrllm")
+        self.cli("convert a missing .pth", ["convert", w / "none.pth", w / "conv"], "none.pth")
+        fake = w / "fake.pth"
+        fake.write_bytes(b"not a checkpoint")
+        self.cli("convert a non-checkpoint", ["convert", fake, w / "conv"], "fake.pth")
+        self.cli("plot-agf a PLDR-LLM folder", ["plot-agf", p], "pldrllm")
+
+    def api_models(self) -> None:
+        import torch
+
+        from tests.utils import tiny_agf, tiny_model
+
+        pldr = tiny_model()
+        vocab = pldr.config.vocab_size
+        ids = torch.randint(0, vocab, (2, 6))
+        self.api("PLDR 3-D input_ids", lambda: pldr(ids[None]), "input_ids")
+        self.api("PLDR 3-D attention_mask", lambda: pldr(ids, attention_mask=torch.ones(2, 1, 6)), "attention_mask")
+        self.api(
+            "PLDR token id = vocab",
+            lambda: pldr(ids.clamp(max=vocab - 1).index_fill(1, torch.tensor([2]), vocab)),
+            "vocab",
+        )
+        self.api("PLDR negative token id", lambda: pldr(ids.index_fill(1, torch.tensor([0]), -1)), "vocab")
+
+        def cached_step():
+            out = pldr(ids, use_cache=True)
+            pldr(torch.full((2, 1), vocab + 5), past_key_values=out.past_key_values, use_cache=True)
+
+        self.api("PLDR out-of-range id on a cached step", cached_step, "vocab")
+        self.api("PLDR labels of another batch", lambda: pldr(ids, labels=ids[:1]), "labels")
+        self.api("PLDR float input_ids", lambda: pldr(ids.float()), "input_ids")
+
+        agf = tiny_agf()
+        v = agf.config.vocab_size
+        src = torch.randint(3, v, (2, 5))
+        self.api("AGF 3-D input_ids", lambda: agf(input_ids=src[None], decoder_input_ids=src), "input_ids")
+        self.api("AGF labels of another batch", lambda: agf(input_ids=src, labels=src[:1]), "labels")
+        self.api(
+            "AGF token id = vocab", lambda: agf(input_ids=src.index_fill(1, torch.tensor([1]), v), labels=src), "vocab"
+        )
+
+        def agf_cached():
+            out = agf(input_ids=src, decoder_input_ids=src[:, :2], use_cache=True)
+            agf(
+                encoder_outputs=(out.encoder_last_hidden_state,),
+                decoder_input_ids=torch.full((2, 1), v + 1),
+                past_key_values=out.past_key_values,
+                use_cache=True,
+            )
+
+        self.api("AGF out-of-range id on a cached step", agf_cached, "vocab")
+
+    def api_configs(self) -> None:
+        from plldr_hf import AgfConfig, PldrllmConfig
+
+        cases = [
+            ("PLDR reference_rope='false'", PldrllmConfig, {"reference_rope": "false"}, "reference_rope"),
+            ("PLDR attention_bias='false'", PldrllmConfig, {"attention_bias": "false"}, "attention_bias"),
+            ("PLDR rope_theta NaN", PldrllmConfig, {"rope_theta": math.nan}, "rope_theta"),
+            ("PLDR dag_weight_g_lm NaN", PldrllmConfig, {"dag_weight_g_lm": math.nan}, "dag_weight_g_lm"),
+            ("PLDR odd head_dim", PldrllmConfig, {"hidden_size": 30, "num_attention_heads": 2}, "head_dim"),
+            ("PLDR attention_dropout 'x'", PldrllmConfig, {"attention_dropout": "x"}, "attention_dropout"),
+            ("AGF pcmv='false'", AgfConfig, {"pcmv": "false"}, "pcmv"),
+            ("AGF rope_theta NaN", AgfConfig, {"rope_theta": math.nan}, "rope_theta"),
+            ("AGF agf_min_radius NaN", AgfConfig, {"agf_min_radius": math.nan}, "agf_min_radius"),
+            ("AGF dropout 'x'", AgfConfig, {"dropout": "x"}, "dropout"),
+            ("AGF init_std 'x'", AgfConfig, {"init_std": "x"}, "init_std"),
+            ("AGF activation_function 'nope'", AgfConfig, {"activation_function": "nope"}, "activation_function"),
+            ("AGF position_encoding 'nope'", AgfConfig, {"position_encoding": "nope"}, "position_encoding"),
+        ]
+        for case, cls, kwargs, expect in cases:
+            self.api(case, lambda cls=cls, kwargs=kwargs: cls(**kwargs), expect)
+
+    def api_files(self) -> None:
+        import torch
+
+        from plldr_hf import load_predefined_g
+
+        w = self.work
+        marker = w / "ran"
+
+        class _Runs:
+            def __reduce__(self):
+                return (os.system, (f"touch {marker}",))
+
+        evil = w / "evil.pkl"
+        evil.write_bytes(pickle.dumps([_Runs()]))
+        self.api("predefined-G pickle running a command", lambda: load_predefined_g(evil), "os")
+        if marker.exists():
+            self.record("predefined-G pickle ran code", "api", "data loss", "the marker file was created")
+
+        class _ZeroStride:
+            def __reduce__(self):
+                import collections
+
+                typed = torch.storage.TypedStorage(
+                    wrap_storage=torch.zeros(1).untyped_storage(), dtype=torch.float32, _internal=True
+                )
+                return (
+                    torch._utils._rebuild_tensor_v2,
+                    (typed, 0, (1, 16, 4000, 4000), (0, 0, 0, 0), False, collections.OrderedDict()),
+                )
+
+        bomb = w / "bomb.pkl"
+        bomb.write_bytes(pickle.dumps([_ZeroStride()]))
+        self.api("predefined-G zero-stride allocation bomb", lambda: load_predefined_g(bomb), "stored data")
+        text = w / "g.txt"
+        text.write_text("not a pickle")
+        self.api("predefined-G not a pickle", lambda: load_predefined_g(text), "pickle")
+        scalar = w / "scalar.pkl"
+        scalar.write_bytes(pickle.dumps(torch.zeros(3)))
+        self.api("predefined-G wrong structure", lambda: load_predefined_g(scalar), "list")
+
+
+def summarise(outcomes: list[Outcome]) -> tuple[dict[str, int], str]:
+    counts = {"cases": len(outcomes)}
+    for verdict in ("clear", "silent", "traceback", "unclear", "data loss"):
+        counts[verdict] = sum(o.verdict == verdict for o in outcomes)
+    lines = ["| outcome | cases |", "|---|---|", *(f"| {k} | {v} |" for k, v in counts.items())]
+    bad = [o for o in outcomes if o.verdict != "clear"]
+    if bad:
+        lines += ["", "| case | outcome | what happened |", "|---|---|---|"]
+        lines += [f"| {o.case} | {o.verdict} | {o.detail.replace('|', '/')} |" for o in bad]
+    return counts, "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", help="folder for probe.json and probe.md (default: a temporary folder)")
+    parser.add_argument("--verbose", action="store_true", help="print every case")
+    args = parser.parse_args(argv)
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+    with tempfile.TemporaryDirectory() as tmp:
+        cwd = os.getcwd()
+        os.chdir(tmp)  # relative paths of the cases resolve inside the scratch folder
+        try:
+            outcomes = Probe(Path(tmp)).run()
+        finally:
+            os.chdir(cwd)
+    counts, table = summarise(outcomes)
+    if args.verbose:
+        for o in outcomes:
+            print(f"{o.verdict:>9}  {o.kind}  {o.case}: {o.detail}")
+    print(table)
+    if args.out:
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "probe.json").write_text(
+            json.dumps({"counts": counts, "cases": [asdict(o) for o in outcomes]}, indent=2) + "\n"
+        )
+        (out / "probe.md").write_text(table + "\n")
+    return 0 if counts["clear"] == counts["cases"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

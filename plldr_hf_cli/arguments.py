@@ -6,6 +6,7 @@ Nothing here imports torch, transformers or `plldr_hf`: the parser is built with
 import argparse
 import dataclasses
 import importlib.util
+import logging
 import sys
 from pathlib import Path
 
@@ -89,6 +90,32 @@ def refuse_run_paths(command: str, options) -> int | None:
     if missing:
         return fail(command, f"--dataset: {missing[0]} does not exist; give existing files or folders")
     return None
+
+
+class _CurrentStderr(logging.StreamHandler):
+    """Writes to whatever `sys.stderr` is when a record is emitted (a command run in-process by a test or a
+    notebook may have replaced it since the handler was made)."""
+
+    @property
+    def stream(self):
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _value):
+        pass
+
+
+def show_pipeline_logs(fmt: str = "%(message)s") -> None:
+    """The pipeline's own progress lines (`plldr_hf` loggers at INFO) on stderr; other libraries stay at WARNING.
+    Installed once per process."""
+    root = logging.getLogger()
+    if not any(isinstance(handler, _CurrentStderr) for handler in root.handlers):
+        handler = _CurrentStderr()
+        handler.setFormatter(logging.Formatter(fmt))
+        root.addHandler(handler)
+    if root.level == logging.NOTSET or root.level > logging.WARNING:
+        root.setLevel(logging.WARNING)
+    logging.getLogger("plldr_hf").setLevel(logging.INFO)
 
 
 def fail(command: str, message: str) -> int:

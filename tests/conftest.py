@@ -15,6 +15,7 @@ os.environ["HF_HUB_DISABLE_TELEMETRY"] = "1"
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ["HF_HOME"] = tempfile.mkdtemp(prefix="plldr_hf_test_home_")
 
+import datasets  # noqa: E402, F401  (its log handler binds the stderr of the session, not of one test's capsys)
 import torch  # noqa: E402
 
 

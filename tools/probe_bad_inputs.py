@@ -180,9 +180,26 @@ class Probe:
             ["train", "pldrllm", "--tiny", "--block-size", "1000000", "--output-dir", w / "t4", "--report-to", "none"],
             "block",
         )
+        self.cli(
+            "train with fewer blocks than one batch",
+            [
+                "train",
+                "pldrllm",
+                "--tiny",
+                "--block-size",
+                "3000",
+                "--max-train-documents",
+                "300",
+                "--output-dir",
+                w / "t5",
+                "--report-to",
+                "none",
+            ],
+            "fewer than one batch",
+        )
         self.cli("train --dataset missing path", ["train", "pldrllm", "--dataset", "./nope.txt"], "nope.txt")
         self.cli("evaluate --texts missing", ["evaluate", p, "--texts", w / "nope.txt"], "nope.txt")
-        for name in ("t1", "t2", "t3", "t4"):
+        for name in ("t1", "t2", "t3", "t4", "t5"):
             if (w / name).exists():
                 self.record(f"half-made folder {name}", "cli", "data loss", f"{name} left behind by a failed run")
 
@@ -375,6 +392,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+    import datasets  # noqa: F401  (its log handler binds this stderr, not the StringIO a case captures into)
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()  # the probe's own fixtures are saved without bars
     with tempfile.TemporaryDirectory() as tmp:
         cwd = os.getcwd()
         os.chdir(tmp)  # relative paths of the cases resolve inside the scratch folder

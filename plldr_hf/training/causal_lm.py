@@ -228,6 +228,14 @@ def train_causal_lm(options: TrainOptions, *, tokenizer=None, data=None, extra_c
         if data is None:
             data = prepare_tokenizer_and_data(options, tokenizer, load_saved=not is_main)
         tokenizer, train_blocks, eval_blocks = data
+        # the recipe drops an incomplete last batch: fewer examples than one batch would train 0 steps
+        per_step = args.per_device_train_batch_size * max(args.world_size, 1)
+        if len(train_blocks) < per_step:
+            unit = "documents" if options.padding_free else f"blocks of {options.block_size} tokens"
+            raise ValueError(
+                f"the training data makes {len(train_blocks)} {unit}, fewer than one batch of {per_step}, so no "
+                "step could run; lower --block-size or --batch-size, or give more data"
+            )
         if is_main and checkpoint is None:
             options_file.write_text(json.dumps(asdict(options), indent=2))
             # a PldrllmTokenizer writes its SentencePiece model next to it as `tokenizer.model`

@@ -106,8 +106,9 @@ def test_train_refuses_an_old_runs_folder_and_says_how_to_resume(tmp_path, capsy
         (["--tokenizer", "/nonexistent/tokenizer"], "tokenizer"),
         (["--dataset", "{tmp}/broken.jsonl"], "broken.jsonl"),
         (["--block-size", "100000"], "block"),
+        (["--block-size", "3000"], "fewer than one batch"),
     ],
-    ids=["tokenizer", "malformed-dataset", "block-size"],
+    ids=["tokenizer", "malformed-dataset", "block-size", "fewer-blocks-than-a-batch"],
 )
 def test_a_failed_training_run_removes_the_folder_it_created(tmp_path, capsys, extra, message):
     (tmp_path / "broken.jsonl").write_text('{"text": "fine"}\n{"text": unquoted\n')

@@ -13,6 +13,7 @@ from plldr_hf_cli.arguments import (
     load_light_module,
     options_from_args,
     refuse_run_paths,
+    show_pipeline_logs,
 )
 from plldr_hf_cli.output import add_overwrite_flag, run_in_folder
 
@@ -57,7 +58,6 @@ def options_from(args: argparse.Namespace):
 
 
 def run(args: argparse.Namespace) -> int:
-    import logging
     from pathlib import Path
 
     try:
@@ -73,8 +73,7 @@ def run(args: argparse.Namespace) -> int:
     from plldr_hf.training.recipes import translation_arguments_of
 
     # the pipeline's own progress lines (data, tokenizer, model size); transformers keeps its verbosity
-    logging.basicConfig(format="%(message)s")
-    logging.getLogger("plldr_hf").setLevel(logging.INFO)
+    show_pipeline_logs()
     try:
         training_args = translation_arguments_of(options)
     except (TypeError, ValueError) as err:

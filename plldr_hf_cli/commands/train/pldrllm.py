@@ -7,7 +7,6 @@ are written once. That module imports only the standard library and is loaded he
 """
 
 import argparse
-import logging
 from pathlib import Path
 
 from plldr_hf_cli.arguments import (
@@ -16,6 +15,7 @@ from plldr_hf_cli.arguments import (
     load_light_module,
     options_from_args,
     refuse_run_paths,
+    show_pipeline_logs,
 )
 from plldr_hf_cli.output import add_overwrite_flag, run_in_folder
 
@@ -70,8 +70,7 @@ def train_and_report(options) -> int:
     train_causal_lm = FAMILIES["pldrllm"].entry_point("train")
 
     # the pipeline's own progress lines; other libraries (accelerate, datasets) stay at WARNING
-    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    logging.getLogger("plldr_hf").setLevel(logging.INFO)
+    show_pipeline_logs()
     report = train_causal_lm(options)
     if report:
         before = ((report.get("order_parameter_before") or {}).get("across_inputs") or {}).get("G_LM")

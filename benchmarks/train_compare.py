@@ -30,8 +30,8 @@ def _fmt(value, spec=".3g"):
 def markdown_table(results: dict) -> str:
     pldr, llama = results["pldrllm"], results["llama"]
     tp, tl = pldr["timing"]["median_s_per_step"], llama["timing"]["median_s_per_step"]
-    before = (pldr.get("order_parameter_before") or {}).get("soc") or {}
-    after = (pldr.get("order_parameter_after") or {}).get("soc") or {}
+    before = (pldr.get("order_parameter_before") or {}).get("across_inputs_max_over_layers") or {}
+    after = (pldr.get("order_parameter_after") or {}).get("across_inputs_max_over_layers") or {}
     rows = [
         "| | PLDR-LLM (small) | Llama (same width/depth) |",
         "|---|---|---|",

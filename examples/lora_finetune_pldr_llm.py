@@ -190,8 +190,9 @@ def main(argv=None) -> int:
     (out / "lora_report.json").write_text(json.dumps(report, indent=2, default=str))
     print(
         f"validation perplexity: before {report['before']:.3f}, after LoRA {report['after']:.3f}, "
-        f"after merge + collapse {report['after_collapse']:.3f}; SOC order parameter of G_LM "
-        f"{report['order_parameter']['soc']['G_LM']:.3g}"
+        f"after merge + collapse {report['after_collapse']:.3f}; order parameter of G_LM (SOC across the "
+        f"calibration inputs, max over layers, as in the collapse report above) "
+        f"{report['order_parameter']['across_inputs_max_over_layers']['G_LM']:.3g}"
     )
     return 0
 

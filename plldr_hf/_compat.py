@@ -46,3 +46,18 @@ def register_question_answering_pipeline(pipeline_class) -> None:
     hf_pipelines.PIPELINE_REGISTRY.register_pipeline(
         "question-answering", pipeline_class=pipeline_class, pt_model=AutoModelForQuestionAnswering, type="text"
     )
+
+
+def register_peft_target_modules(model_type: str, target_modules: tuple[str, ...]) -> None:
+    """Make `LoraConfig(task_type=...)` without `target_modules` adapt `target_modules` of `model_type` models,
+    the way PEFT maps the architectures it knows (`peft.utils.constants`). PEFT keeps one table per tuner; the
+    LoRA table and the tables copied from it (which share its entries, e.g. for Llama) get the entry."""
+    from peft.utils import constants
+
+    lora = constants.TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING
+    llama = lora.get("llama")
+    for name in dir(constants):
+        table = getattr(constants, name)
+        if name.startswith("TRANSFORMERS_MODELS_TO_") and name.endswith("_TARGET_MODULES_MAPPING"):
+            if isinstance(table, dict) and (table is lora or (llama is not None and table.get("llama") == llama)):
+                table.setdefault(model_type, list(target_modules))

@@ -15,7 +15,10 @@ import os
 from pathlib import Path
 
 
-__all__ = ["plot_loss_curves", "pyplot"]
+__all__ = ["loss_curves_skipped", "plot_loss_curves", "pyplot"]
+
+# the series `plot_loss_curves` draws, by log key
+LOSS_KEYS = ("loss", "lm_loss", "eval_lm_loss", "eval_loss", "dag_a_lm", "dag_a_p", "dag_g_lm")
 
 
 def pyplot():
@@ -28,8 +31,22 @@ def pyplot():
     return plt
 
 
-def plot_loss_curves(log_history: list[dict], path: str | os.PathLike, title: str | None = None) -> Path:
-    """Writes a PNG of the training loss, cross-entropy, validation loss and DAG components against the step."""
+def loss_curves_skipped(log_history: list[dict]) -> str | None:
+    """Why `plot_loss_curves` would draw nothing worth looking at (no curve with two logged points), or None."""
+    longest = max(sum(1 for entry in log_history if key in entry and "step" in entry) for key in LOSS_KEYS)
+    if longest >= 2:
+        return None
+    steps = max((entry.get("step", 0) for entry in log_history), default=0)
+    return f"no loss curve has two points yet ({longest} logged value(s) after {steps} step(s))"
+
+
+def plot_loss_curves(log_history: list[dict], path: str | os.PathLike, title: str | None = None) -> Path | None:
+    """Writes a PNG of the training loss, cross-entropy, validation loss and DAG components against the step.
+
+    Returns None and writes nothing when no curve has two points (`loss_curves_skipped` says why): empty axes or
+    lone dots would only look like a broken plot."""
+    if loss_curves_skipped(log_history):
+        return None
     plt = pyplot()
 
     def series(key):

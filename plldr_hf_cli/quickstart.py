@@ -1,4 +1,4 @@
-"""`plldr-hf quickstart`: the package's main job on its embedded data, end to end, on one time budget.
+"""`plldr-hf quickstart`: the package's main job on its embedded data, end to end, in a fixed number of steps.
 
 1. PLDR-LLM: train a small model on the embedded Shakespeare corpus with the DAG regulariser (`DagLossCallback`),
    report validation perplexity and the order parameters, try `collapse()` (and say whether the model is invariant
@@ -9,8 +9,10 @@
    --vocab-size 4000 --learning-rate 0.002 --warmup-steps 200` and score BLEU, chrF (sacrebleu, beam 4) and
    teacher-forced token accuracy on 300 test segments, with example translations next to their references.
 
-One clock (`Deadline`) runs through both stages: the PLDR stage may use at most `pldr_share` of the budget, and
-whatever it leaves unused goes to the translator, which stops `agf_reserve_s` before the end to score.
+Reproducible by default: both stages run their planned steps (`QuickstartPlan`) on a fixed number of CPU threads,
+so any machine gives the same scores for the same code; a slower machine only takes longer (the progress bars show
+how long). `--minutes M` adds a time budget instead (`Deadline`): a stage that runs out of it stops early, and then
+`summary.md` and `metrics.json` open with a warning that the scores are not the quickstart's results.
 
 Everything lands in the output directory: both models with their tokenizers, `summary.md`, `metrics.json` and PNG
 plots (loss curves with validation points, order parameter per layer, AGF coefficient curves with their initial
@@ -22,6 +24,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import sys
 import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -38,11 +41,11 @@ PLDR_PROMPTS = ["ROMEO:", "To be, or not to be", "My lord, the king", "What ligh
 
 @dataclass
 class QuickstartPlan:
-    """Sizes and step caps for one time budget. `max_steps` fixes each learning-rate schedule; one shared clock
-    (`Deadline`) stops a stage early on a slower machine (reported in the summary), and time a stage leaves unused
-    passes on to the next one."""
+    """Sizes and step counts of one quickstart. `max_steps` fixes each learning-rate schedule and, unless `minutes`
+    sets a time budget, each stage's length; `threads` fixes the CPU threads, so the arithmetic (and every score) is
+    the same on any machine with the same torch build."""
 
-    minutes: float
+    name: str
     pldr_size: str
     pldr_steps: int
     pldr_block_size: int
@@ -58,46 +61,82 @@ class QuickstartPlan:
     agf_warmup_steps: int
     agf_beams: int
     decode_new_tokens: int
-    time_limited: bool
+    # wall minutes of the whole run on an idle 2-core x86-64 CPU, measured from a fresh clone (README, Quickstart)
+    reference_minutes: float
     # the translator's position handling, a key of `position_encodings.POSITION_VARIANTS`. The paper's vanilla baseline by default: at this CPU
-    # budget (≈ 2,000 steps) it is the variant that learns to translate (BLEU ≥ 12), while AGF + PCM-V is still far
+    # budget (≈ 3,000 steps) it is the variant that learns to translate (BLEU ≥ 12), while AGF + PCM-V is still far
     # behind (README, position ablation); `--translator agf+pcmv` trains the AGF model instead
     translator: str = "sinusoidal"
-    # most of the budget the PLDR stage may use; the translator needs the rest to learn to translate
+    # an optional time budget in minutes: stages stop early when it runs out (and the summary says so)
+    minutes: float | None = None
+    # CPU threads of the run (torch.set_num_threads): results depend on the thread count through float rounding
+    threads: int = 2
+    progress: bool = True
+    # most of a time budget the PLDR stage may use; the translator needs the rest to learn to translate
     pldr_share: float = 0.3
-    # seconds kept back for the translator's data preparation, its test scoring (beam 4, 300 segments), the reload
+    # seconds of a time budget kept back for the translator's test scoring (beam 4, 300 segments), the reload
     # checks and the summary: measured ≈ 31 s on 2 cores
     agf_reserve_s: float = 40.0
+    # the least time a budget gives a stage, however little is left
+    min_stage_s: float = 30.0
 
     @classmethod
-    def for_minutes(cls, minutes: float) -> QuickstartPlan:
-        if minutes <= 0:
-            raise ValueError(f"--minutes must be positive, got {minutes}")
-        if minutes < 4:
-            # smoke-test scale: tiny models, a few dozen steps each
-            return cls(minutes, "tiny", 40, 64, 8, 512, "tiny", 60, 2000, 60, 1000, 32, 3e-3, 10, 1, 16,
-                       time_limited=False)  # fmt: skip
-        # about 10 minutes on 2 cores (measured: see the README); the AGF recipe is the one of `plldr-hf train agf
-        # --size small --vocab-size 4000 --learning-rate 0.002 --warmup-steps 200`, with length-bucketed batches
-        return cls(minutes, "mini", 400, 128, 8, 2048, "small", 3000, None, 300, 4000, 64, 2e-3, 200, 4, 48,
-                   time_limited=True)  # fmt: skip
+    def named(cls, name: str = "default", **changes) -> QuickstartPlan:
+        """`"default"`: the main job (about 6 minutes on an idle 2-core CPU); `"tiny"`: tiny models and a few dozen
+        steps each (a smoke test, well under a minute). `changes`: other fields, e.g. `minutes=10`."""
+        if name == "tiny":
+            plan = cls("tiny", "tiny", 40, 64, 8, 512, "tiny", 60, 2000, 60, 1000, 32, 3e-3, 10, 1, 16, 0.5)  # fmt: skip
+        elif name == "default":
+            # the AGF recipe is the one of `plldr-hf train agf --size small --vocab-size 4000 --learning-rate 0.002
+            # --warmup-steps 200`, with length-bucketed batches
+            plan = cls("default", "mini", 400, 128, 8, 2048, "small", 3000, None, 300, 4000, 64, 2e-3, 200, 4, 48, 6.0)  # fmt: skip
+        else:
+            raise ValueError(f"unknown quickstart plan {name!r}; choose 'default' or 'tiny'")
+        plan = replace(plan, **changes)
+        if plan.minutes is not None and not plan.minutes > 0:
+            raise ValueError(f"--minutes must be positive, got {plan.minutes}")
+        if plan.threads < 1:
+            raise ValueError(f"--threads must be at least 1, got {plan.threads}")
+        return plan
+
+    def describe(self) -> str:
+        """One line: what will run and about how long it takes."""
+        clock = (
+            f"a time budget of {self.minutes:g} min (stages stop early when it runs out, and the summary says so)"
+            if self.minutes is not None
+            else f"fixed steps, so the scores are the same on any machine; about {self.reference_minutes:g} min on an "
+            "idle 2-core CPU, longer on a slower or busy one (the bars show the time left)"
+        )
+        return (
+            f"plan '{self.name}': PLDR-LLM {self.pldr_size} {self.pldr_steps} steps, translator {self.agf_size} "
+            f"{self.agf_steps} steps, {self.threads} CPU threads; {clock}"
+        )
 
 
 class Deadline:
     """One clock for the whole run: each stage gets what is left of the budget, minus what later stages need."""
 
-    def __init__(self, seconds: float):
+    def __init__(self, seconds: float | None):
         self.seconds = seconds
         self.start = time.perf_counter()
 
     def left(self) -> float:
+        """Seconds left of the budget (infinite without one)."""
+        if self.seconds is None:
+            return math.inf
         return self.seconds - (time.perf_counter() - self.start)
 
     def callbacks(self, plan: QuickstartPlan, seconds: float) -> list:
-        """A `TimeBudgetCallback` of `seconds` (at least 30; none at smoke-test scale, which runs its fixed steps)."""
+        """A `TimeBudgetCallback` of `seconds` (at least `plan.min_stage_s`) when the plan has a time budget; none
+        otherwise (the stage runs its planned steps)."""
         from plldr_hf.training.callbacks import TimeBudgetCallback
 
-        return [TimeBudgetCallback(max(30.0, seconds))] if plan.time_limited else []
+        return [TimeBudgetCallback(max(plan.min_stage_s, seconds))] if plan.minutes is not None else []
+
+
+def step(message: str) -> None:
+    """One progress line on stdout for work without a progress bar of its own (so no minute passes silently)."""
+    print(f"      {message}", flush=True)
 
 
 def _timed_no_grad(models: dict, work, rounds: int) -> dict[str, float]:
@@ -136,11 +175,12 @@ def run_pldrllm(plan: QuickstartPlan, out: Path, deadline: Deadline) -> dict:
 
     from plldr_hf.models.pldrllm.diagnostics import diagnose
     from plldr_hf.models.pldrllm.plots import save_diagnostics
+    from plldr_hf.plots import loss_curves_skipped
     from plldr_hf.training.causal_lm import train_causal_lm
     from plldr_hf.training.options import TrainOptions
 
     run_dir = out / "pldrllm"
-    budget = deadline.callbacks(plan, plan.pldr_share * deadline.seconds)
+    budget = deadline.callbacks(plan, plan.pldr_share * (deadline.seconds or 0))
     options = TrainOptions(
         size=plan.pldr_size,
         output_dir=str(run_dir),
@@ -157,12 +197,15 @@ def run_pldrllm(plan: QuickstartPlan, out: Path, deadline: Deadline) -> dict:
         save_total_limit=1,
         max_eval_blocks=64,
         report_to=["tensorboard"],
+        no_progress=not plan.progress,
     )
+    step("tokenizer and data; the order parameters of the initial model")
     report = train_causal_lm(options, extra_callbacks=budget)
     tokenizer = AutoTokenizer.from_pretrained(run_dir)
     model = AutoModelForCausalLM.from_pretrained(run_dir).eval()
 
     # the default calibration inputs of train, diagnose and collapse: every order parameter below is the same number
+    step("order parameters and collapse() on the calibration inputs")
     diagnostics = diagnose(model, new_tokens=16)
     save_diagnostics(diagnostics, run_dir / "diagnostics")
 
@@ -179,6 +222,7 @@ def run_pldrllm(plan: QuickstartPlan, out: Path, deadline: Deadline) -> dict:
     tokenizer.save_pretrained(collapsed_dir)
     (collapsed_dir / "collapse_report.json").write_text(json.dumps(collapse_report.to_dict(), indent=2))
 
+    step("samples, then greedy-decoding and scoring speed (interleaved rounds)")
     samples = []
     for text in PLDR_PROMPTS[:3]:
         ids = tokenizer(text, add_special_tokens=False, return_tensors="pt")["input_ids"]
@@ -209,12 +253,16 @@ def run_pldrllm(plan: QuickstartPlan, out: Path, deadline: Deadline) -> dict:
         "order_parameter_before": report["order_parameter_before"],
         "order_parameter_after": report["order_parameter_after"],
         "order_parameter_prompts": dict(diagnostics.order_parameter_inputs),
+        "order_parameter_per_layer": dict(diagnostics.order_parameter_inputs_per_layer),
         "collapse": {
             "invariant": collapse_report.invariant,
             "refused": refused,
             "tolerance": collapse_report.tolerance,
             "order_parameter": collapse_report.order_parameter,
+            "order_parameter_per_layer": collapse_report.per_layer,
+            "order_parameter_pooled": collapse_report.order_parameter_pooled,
             "order_parameter_rms": collapse_report.order_parameter_rms,
+            "aggregation": dict(collapse_report.AGGREGATION),
             "max_abs_logit_diff": collapse_report.max_abs_logit_diff,
             "argmax_agreement": collapse_report.argmax_agreement,
         },
@@ -223,11 +271,17 @@ def run_pldrllm(plan: QuickstartPlan, out: Path, deadline: Deadline) -> dict:
         "scoring_speed": scoring,
         "collapse_speedup": scoring["collapsed_tok_s"] / scoring["uncollapsed_tok_s"],
         "plots": {
-            "loss_curves": str(run_dir / "loss_curves.png"),
+            "loss_curves": report["loss_curves"],
             "order_parameter": str(run_dir / "diagnostics" / "order_parameter.png"),
             "singular_values": str(run_dir / "diagnostics" / "singular_values_A.png"),
         },
+        "plots_skipped": {} if report["loss_curves"] else {"loss_curves": loss_curves_skipped(report_history(run_dir))},
     }
+
+
+def report_history(run_dir: Path) -> list[dict]:
+    """The log history a `train_causal_lm` run saved."""
+    return json.loads((run_dir / "log_history.json").read_text(encoding="utf-8"))
 
 
 def example_rows(dataset, hypotheses: list[str], count: int = 4, words: tuple[int, int] = (4, 12)) -> list[dict]:
@@ -246,7 +300,7 @@ def example_rows(dataset, hypotheses: list[str], count: int = 4, words: tuple[in
 def run_agf(plan: QuickstartPlan, out: Path, deadline: Deadline) -> dict:
     from plldr_hf.models.agf.plots import coefficient_change, plot_coefficient_curves
     from plldr_hf.models.agf.position_encodings import POSITION_VARIANTS
-    from plldr_hf.plots import plot_loss_curves
+    from plldr_hf.plots import loss_curves_skipped, plot_loss_curves
     from plldr_hf.training.options import TranslationOptions
     from plldr_hf.training.seq2seq import train_translation
 
@@ -255,6 +309,7 @@ def run_agf(plan: QuickstartPlan, out: Path, deadline: Deadline) -> dict:
     position_encoding, pcmv = fields["position_encoding"], fields.get("pcmv", False)
     budget = deadline.callbacks(plan, deadline.left() - plan.agf_reserve_s)
     eval_steps = max(1, plan.agf_steps // 10)
+    step("joint tokenizer and data")
     options = TranslationOptions(
         dataset=["libreoffice"],
         size=plan.agf_size,
@@ -278,10 +333,17 @@ def run_agf(plan: QuickstartPlan, out: Path, deadline: Deadline) -> dict:
         logging_steps=max(1, plan.agf_steps // 30),
         # the validation curve: teacher-forced loss and accuracy (decoding is left to the final test scoring)
         trainer_args=dict(predict_with_generate=False, save_total_limit=1),
+        no_progress=not plan.progress,
     )
     run = train_translation(options, callbacks=budget)
     test = run.scores["test"]
-    plots = {"loss_curves": str(plot_loss_curves(run.trainer.state.log_history, run_dir / "loss_curves.png", label))}
+    history = run.trainer.state.log_history
+    plots, skipped = {}, {}
+    curves = plot_loss_curves(history, run_dir / "loss_curves.png", label)
+    if curves:
+        plots["loss_curves"] = str(curves)
+    else:
+        skipped["loss_curves"] = loss_curves_skipped(history)
     if position_encoding == "agf":
         plots["agf_coefficients"] = str(plot_coefficient_curves(run.model, run_dir / "agf_coefficients.png"))
     validation = [
@@ -310,6 +372,7 @@ def run_agf(plan: QuickstartPlan, out: Path, deadline: Deadline) -> dict:
         "examples": example_rows(run.datasets["test"], test["hypotheses"]),
         "translator": label,
         "plots": plots,
+        "plots_skipped": skipped,
     }
 
 
@@ -346,32 +409,69 @@ def _fmt(value, spec=".3g"):
     return "n/a" if value is None else format(value, spec)
 
 
+def shortfalls(results: dict) -> list[str]:
+    """One warning per stage that ran fewer steps than planned (a time budget stopped it): its scores are then not
+    the quickstart's results and depend on the machine's speed."""
+    warnings = []
+    for key, name in (("pldrllm", "PLDR-LLM"), ("agf", "translator")):
+        stage = results.get(key) or {}
+        if stage and stage["steps"] < stage["max_steps"]:
+            share = stage["steps"] / stage["max_steps"]
+            warnings.append(
+                f"the time budget (--minutes {results['plan']['minutes']:g}) stopped the {name} after "
+                f"{stage['steps']:,} of {stage['max_steps']:,} planned steps ({100 * share:.0f}%): its scores are "
+                f"{'far ' if share < 0.5 else ''}below what the plan reaches, depend on this machine's speed and are "
+                "not comparable with the README; run without --minutes for the fixed plan"
+            )
+    return warnings
+
+
 def write_summary(out: Path, results: dict) -> Path:
     p, a = results["pldrllm"], results["agf"]
     op_before, op_after = p["order_parameter_before"] or {}, p["order_parameter_after"] or {}
     collapse = p["collapse"]
-    lines = [
-        "# plldr_hf quickstart",
-        "",
-        f"Budget {results['plan']['minutes']:g} min; wall time {results['wall_minutes']:.1f} min; "
-        f"torch {results['versions']['torch']}, transformers {results['versions']['transformers']}, "
+    warnings = results["warnings"]
+    pldr_short = p["steps"] < p["max_steps"]
+    agf_short = a["steps"] < a["max_steps"]
+    lines = ["# plldr_hf quickstart", ""]
+    if warnings:
+        lines += [f"**WARNING: {warning}.**" for warning in warnings] + [""]
+    else:
+        lines += [
+            f"Every stage ran its planned steps (plan '{results['plan']['name']}', {results['plan']['threads']} CPU "
+            "threads): the scores below are the quickstart's results, the same on any machine with this code and "
+            "torch build.",
+            "",
+        ]
+    lines += [
+        f"Wall time {results['wall_minutes']:.1f} min"
+        + (f" (budget {results['plan']['minutes']:g} min)" if results["plan"]["minutes"] is not None else "")
+        + f"; torch {results['versions']['torch']}, transformers {results['versions']['transformers']}, "
         f"{results['versions']['threads']} CPU threads.",
         "",
         "## PLDR-LLM on the embedded Shakespeare corpus",
         "",
         f"- {p['parameters'] / 1e6:.2f}M parameters, {p['steps']} of {p['max_steps']} steps"
-        + (" (stopped by the time budget)" if p["stopped_by_time_budget"] else "")
+        + (" (**stopped by the time budget: not the planned run**)" if pldr_short else "")
         + f", {_fmt(p['s_per_step'])} s/step (train_runtime / steps), DAG weights 0.05 each (warm-up).",
-        f"- Validation perplexity: **{p['validation_perplexity']:.2f}**.",
-        "- Order parameter of G_LM (SOC RMSE / |mean| across the calibration inputs, the collapse criterion; ≈ 0 "
-        f"means input-invariant): before training {_fmt(op_before.get('across_inputs', {}).get('G_LM'))}, after "
-        f"{_fmt(op_after.get('across_inputs', {}).get('G_LM'))}.",
+        f"- Validation perplexity: **{p['validation_perplexity']:.2f}**"
+        + (" (after a shortened run; not comparable)" if pldr_short else "")
+        + ".",
+        "- Order parameter of G_LM (SOC RMSE / |mean| across the calibration inputs, maximum over layers; the collapse "
+        f"criterion; ≈ 0 means input-invariant): before training "
+        f"{_fmt(op_before.get('across_inputs_max_over_layers', {}).get('G_LM'))}, after "
+        f"{_fmt(op_after.get('across_inputs_max_over_layers', {}).get('G_LM'))}.",
         "",
-        "| tensor | order parameter (collapse calibration) | symmetric RMS |",
-        "|---|---|---|",
+        "| tensor | order parameter (SOC across inputs, max over layers) | per layer | pooled over layers "
+        "| audit RMS (max over pairs and layers) |",
+        "|---|---|---|---|---|",
     ]
     for name, value in collapse["order_parameter"].items():
-        lines.append(f"| {name} | {value:.3g} | {collapse['order_parameter_rms'][name]:.3g} |")
+        per_layer = ", ".join(f"{v:.3g}" for v in collapse["order_parameter_per_layer"][name])
+        lines.append(
+            f"| {name} | {value:.3g} | {per_layer} | {collapse['order_parameter_pooled'][name]:.3g} "
+            f"| {collapse['order_parameter_rms'][name]:.3g} |"
+        )
     if collapse["refused"]:
         verdict = (
             f"`collapse()` **refused**: G_LM's order parameter {collapse['order_parameter']['G_LM']:.3g} exceeds the "
@@ -394,7 +494,7 @@ def write_summary(out: Path, results: dict) -> Path:
         f"tokens, no cache, as lm-eval's log-likelihoods) run the metric learner once per layer and row unless "
         f"collapsed: uncollapsed {scoring['uncollapsed_tok_s']:.0f} tok/s, collapsed {scoring['collapsed_tok_s']:.0f} "
         f"tok/s, **collapse speed-up {p['collapse_speedup']:.2f}×** (median of {scoring['rounds']} interleaved "
-        "rounds).",
+        "rounds; speeds are this machine's, unlike the scores).",
         "",
         f"Greedy decoding, batch 1, {speed['prompt_tokens']}-token prompt, {speed['new_tokens']} new tokens: "
         f"uncollapsed (KV + G cache) {speed['uncollapsed_kv_g_cache_tok_s']:.1f} tok/s, collapsed "
@@ -406,27 +506,33 @@ def write_summary(out: Path, results: dict) -> Path:
         "",
     ]
     lines += [f"- `{s['prompt']}` → {s['text']!r}" for s in p["samples"]]
+    test_line = (
+        f"- Test split ({a['test_segments']} segments, beam {a['num_beams']}): BLEU **{a['bleu']:.2f}**, chrF "
+        f"**{a['chrf']:.2f}**, token accuracy **{100 * a['accuracy']:.2f}%** (teacher-forced)"
+    )
+    if agf_short:
+        # a BLEU is never printed without the warning when the run was cut short
+        test_line += (
+            f" — **WARNING: after {a['steps']:,} of {a['max_steps']:,} steps only (time budget); not the "
+            "quickstart's result and not comparable**"
+        )
     lines += [
         "",
         f"## {a['translator']} translator (model_type agf) on the embedded LibreOffice en→de pairs",
         "",
         f"- {a['parameters'] / 1e6:.2f}M parameters, {a['steps']} of {a['max_steps']} steps in "
         f"{_fmt(a['train_seconds'], '.0f')} s"
-        + (
-            " (stopped by the time budget; the schedule is inverse-sqrt, so stopping early is only fewer steps)"
-            if a["stopped_by_time_budget"]
-            else ""
-        )
+        + (" (**stopped by the time budget: not the planned run**)" if agf_short else "")
         + ".",
-        f"- Test split ({a['test_segments']} segments, beam {a['num_beams']}): BLEU **{a['bleu']:.2f}**, chrF "
-        f"**{a['chrf']:.2f}**, token accuracy **{100 * a['accuracy']:.2f}%** (teacher-forced).",
+        test_line + ".",
         f"- sacreBLEU signatures: `{a['bleu_signature']}`; `{a['chrf_signature']}`.",
     ]
     if a["validation"]:
         last = a["validation"][-1]
         lines.append(
             f"- Validation (64 pairs, teacher-forced) at step {last['step']}: loss {last['loss']:.3f}, token accuracy "
-            f"{100 * (last['accuracy'] or 0):.1f}% (curve in `agf/loss_curves.png`)."
+            f"{100 * (last['accuracy'] or 0):.1f}%"
+            + (" (curve in `agf/loss_curves.png`)." if "loss_curves" in a["plots"] else ".")
         )
     change = a["coefficient_change"]
     if change is None:
@@ -452,30 +558,45 @@ def write_summary(out: Path, results: dict) -> Path:
         "| source | reference | translation |",
         "|---|---|---|",
     ]
-    lines += [f"| {e['source']} | {e['reference']} | {e['translation']} |".replace("\n", " ") for e in a["examples"]]
+    lines += [
+        "| " + " | ".join(_cell(e[key]) for key in ("source", "reference", "translation")) + " |" for e in a["examples"]
+    ]
     lines += ["", "## Saved models (reloaded with the Auto classes)", ""]
     for name, check in results["reload"].items():
         lines.append(f"- `{name}`: {check}")
     lines += ["", "## Plots", ""]
     for name, path in {**p["plots"], **{f"agf_{k}": v for k, v in a["plots"].items()}}.items():
-        lines.append(f"- {name}: `{Path(path).relative_to(out)}`")
+        if path:
+            lines.append(f"- {name}: `{Path(path).relative_to(out)}`")
+    for name, reason in {**p["plots_skipped"], **{f"agf_{k}": v for k, v in a["plots_skipped"].items()}}.items():
+        lines.append(f"- {name}: not plotted, {reason}")
     path = out / "summary.md"
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return path
 
 
+def _cell(text: str) -> str:
+    """Text as one Markdown table cell (a `|` would split it; an empty translation would vanish)."""
+    text = " ".join(str(text).split()).replace("|", "\\|")
+    return text or "(empty)"
+
+
 def run_quickstart(
-    output_dir: str | Path = "runs/quickstart", minutes: float = 10.0, translator: str | None = None
+    output_dir: str | Path = "runs/quickstart",
+    plan: QuickstartPlan | None = None,
+    translator: str | None = None,
 ) -> dict:
+    """Run `plan` (default `QuickstartPlan.named("default")`) into `output_dir`; returns what `metrics.json` holds."""
     import transformers
 
     from plldr_hf.models.agf.position_encodings import POSITION_VARIANTS
 
-    plan = QuickstartPlan.for_minutes(minutes)
+    plan = plan or QuickstartPlan.named()
     if translator is not None:
         if translator not in POSITION_VARIANTS:
             raise ValueError(f"unknown translator {translator!r}; choose one of {', '.join(POSITION_VARIANTS)}")
         plan = replace(plan, translator=translator)
+    torch.set_num_threads(plan.threads)
     out = Path(output_dir)
     out.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
@@ -487,19 +608,25 @@ def run_quickstart(
             "threads": torch.get_num_threads(),
         },
     }
-    deadline = Deadline(plan.minutes * 60)
-    print(f"[1/3] PLDR-LLM ({plan.pldr_size}) on the embedded Shakespeare corpus", flush=True)
+    deadline = Deadline(plan.minutes * 60 if plan.minutes is not None else None)
+    print(plan.describe(), flush=True)
+    print(f"[1/3] PLDR-LLM ({plan.pldr_size}, {plan.pldr_steps} steps) on the embedded Shakespeare corpus", flush=True)
     results["pldrllm"] = run_pldrllm(plan, out, deadline)
+    left = f"; {max(0.0, deadline.left()) / 60:.1f} min of the budget left" if plan.minutes is not None else ""
     print(
-        f"[2/3] {POSITION_VARIANTS[plan.translator][0]} translator ({plan.agf_size}) on the embedded en-de pairs "
-        f"({max(0.0, deadline.left()) / 60:.1f} min left)",
+        f"[2/3] {POSITION_VARIANTS[plan.translator][0]} translator ({plan.agf_size}, {plan.agf_steps} steps) on the "
+        f"embedded en-de pairs{left}",
         flush=True,
     )
     results["agf"] = run_agf(plan, out, deadline)
     print("[3/3] reloading the saved models with the Auto classes", flush=True)
     results["reload"] = check_reload(out, results)
     results["wall_minutes"] = (time.perf_counter() - start) / 60
+    results["warnings"] = shortfalls(results)
+    results["complete"] = not results["warnings"]
     (out / "metrics.json").write_text(json.dumps(results, indent=2, default=str), encoding="utf-8")
     summary = write_summary(out, results)
-    print(summary.read_text(encoding="utf-8"))
+    print(summary.read_text(encoding="utf-8"), end="")
+    for warning in results["warnings"]:
+        print(f"plldr-hf quickstart: WARNING: {warning}", file=sys.stderr)
     return results

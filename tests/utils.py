@@ -189,3 +189,21 @@ def assert_save_load_bit_identical(model, folder, forward_inputs: dict, **load_k
     with torch.no_grad():
         assert torch.equal(model(**forward_inputs).logits, loaded(**forward_inputs).logits)
     return loaded
+
+
+def markdown_tables(text: str) -> list[list[list[str]]]:
+    """The Markdown tables of `text` (rows of cells), each checked for well-formedness: a header, a `|---|` separator
+    and every row with as many cells as the header. Raises AssertionError naming the first bad row."""
+    tables, block = [], []
+    for line in text.splitlines() + [""]:
+        if line.startswith("|"):
+            block.append(line)
+            continue
+        if block:
+            rows = [[cell.strip() for cell in row.strip().strip("|").split("|")] for row in block]
+            assert len(rows) >= 2 and all(set(cell) <= set("-: ") and cell for cell in rows[1]), block[:2]
+            for row, raw in zip(rows, block):
+                assert len(row) == len(rows[0]), f"{len(row)} cells under {len(rows[0])} header cells: {raw}"
+            tables.append([rows[0]] + rows[2:])
+            block = []
+    return tables

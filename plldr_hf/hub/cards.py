@@ -62,6 +62,11 @@ class ModelCardInfo:
         metric_details: free-text notes per metric key (e.g. the sacreBLEU signature), shown in the table.
         training: the training recipe actually used: a dict (rendered as a table) or Markdown text.
         limitations: extra limitations, appended to the family's standard list.
+        calibration: numbers measured on calibration inputs, not on a dataset split (the PLDR-LLM order parameters):
+            a table of their own, never in `model-index`.
+        collapse: what `collapse()` measured (`PldrllmCollapseReport.to_dict()` or its `forced`, `tolerance`,
+            `order_parameter`, `max_abs_logit_diff`, `argmax_agreement`): a forced collapse is said so on the card,
+            with the approximation it measured.
     """
 
     model_name: str | None = None
@@ -79,6 +84,8 @@ class ModelCardInfo:
     metric_details: dict[str, str] = field(default_factory=dict)
     training: dict[str, Any] | str | None = None
     limitations: list[str] = field(default_factory=list)
+    calibration: dict[str, float] = field(default_factory=dict)
+    collapse: dict[str, Any] | None = None
 
     @classmethod
     def from_dict(cls, data: dict) -> ModelCardInfo:
@@ -109,7 +116,7 @@ class ModelCardInfo:
             if key in ("tags", "datasets", "limitations"):
                 value = [value] if isinstance(value, str) else list(value)
                 data[key] = data[key] + [v for v in value if v not in data[key]]
-            elif key in ("metrics", "metric_details"):
+            elif key in ("metrics", "metric_details", "calibration"):
                 data[key] = {**data[key], **value}
             else:
                 data[key] = value
@@ -215,6 +222,13 @@ def render_model_card(model_or_config, card: ModelCardInfo | None = None, *, rep
         _cells(family.card.metric_names.get(key, key), _format_value(float(value)), card.metric_details.get(key, ""))
         for key, value in card.metrics.items()
     ]
+    calibration_rows = [
+        _cells(family.card.metric_names.get(key, key), _format_value(float(value)))
+        for key, value in card.calibration.items()
+    ]
+    collapse = dict(card.collapse or {})
+    if isinstance(collapse.get("order_parameter"), dict):
+        collapse["order_parameter"] = collapse["order_parameter"].get("G_LM")
     training_rows, training_text = None, None
     if isinstance(card.training, dict):
         training_rows = [_cells(k, _format_value(v)) for k, v in card.training.items()]
@@ -236,6 +250,10 @@ def render_model_card(model_or_config, card: ModelCardInfo | None = None, *, rep
         training_rows=training_rows,
         training_text=training_text,
         extra_limitations=list(card.limitations),
+        calibration_rows=calibration_rows,
+        collapse=collapse,
+        # `force=True` on a model that was invariant anyway is no approximation
+        forced=bool(collapse.get("forced")) and not collapse.get("invariant", False),
         base_model=card.base_model,
     )
     # trim_blocks / lstrip_blocks: block tags on their own lines leave no blank lines behind
@@ -258,7 +276,8 @@ def card_info_from_folder(model_dir, overrides: dict | None = None) -> ModelCard
     - `overrides`: `ModelCardInfo` fields (None values ignored), e.g. from command-line options;
     - `model_card.json`: `ModelCardInfo` fields, used as given;
     - PLDR-LLM runs (`plldr-hf train pldrllm`): `train_report.json` (validation perplexity, G_LM order parameter
-      after training) and `run_options.json` (the recipe); `collapse_report.json` (order parameter across inputs);
+      after training, a calibration measurement) and `run_options.json` (the recipe); `collapse_report.json` (what
+      `collapse()` measured: forced or not, order parameter, max |Δlogit|, argmax agreement);
     - translation runs (`plldr-hf train agf`): `test_results.json`, else `validation_results.json` (BLEU, chrF,
       token accuracy, sacreBLEU signatures).
 
@@ -266,16 +285,16 @@ def card_info_from_folder(model_dir, overrides: dict | None = None) -> ModelCard
     `datasets` and `limitations` are merged.
     """
     folder = Path(model_dir)
-    metrics, details, info = {}, {}, {}
+    metrics, details, info, calibration = {}, {}, {}, {}
     report = _read_json(folder / "train_report.json") if (folder / "train_report.json").is_file() else None
     if isinstance(report, dict):
         if isinstance(report.get("validation_perplexity"), (int, float)):
             metrics["perplexity"] = float(report["validation_perplexity"])
             info["eval_split"] = "validation"
         order = report.get("order_parameter_after")
-        soc = order.get("soc") if isinstance(order, dict) else None
-        if isinstance(soc, dict) and isinstance(soc.get("G_LM"), (int, float)):
-            metrics["order_parameter"] = float(soc["G_LM"])
+        for key, value in (order.items() if isinstance(order, dict) else ()):
+            if isinstance(value, dict) and isinstance(value.get("G_LM"), (int, float)):
+                calibration[f"order_parameter_{key}"] = float(value["G_LM"])
         if isinstance(report.get("options"), dict):
             info["training"] = report["options"]
     options = _read_json(folder / "run_options.json") if (folder / "run_options.json").is_file() else None
@@ -283,9 +302,11 @@ def card_info_from_folder(model_dir, overrides: dict | None = None) -> ModelCard
         info["training"] = options
     collapse = _read_json(folder / "collapse_report.json") if (folder / "collapse_report.json").is_file() else None
     if isinstance(collapse, dict):
-        order = collapse.get("order_parameter")
-        if isinstance(order, dict) and isinstance(order.get("G_LM"), (int, float)):
-            metrics["order_parameter_across_inputs"] = float(order["G_LM"])
+        info["collapse"] = {
+            key: collapse[key]
+            for key in ("forced", "invariant", "tolerance", "order_parameter", "max_abs_logit_diff", "argmax_agreement")
+            if key in collapse
+        }
     for split in ("test", "validation"):
         path = folder / f"{split}_results.json"
         scores = _read_json(path) if path.is_file() else None
@@ -297,7 +318,7 @@ def card_info_from_folder(model_dir, overrides: dict | None = None) -> ModelCard
                     details[key] = scores[f"{key}_signature"]
             info["eval_split"] = split
             break
-    base = ModelCardInfo(**info, metrics=metrics, metric_details=details)
+    base = ModelCardInfo(**info, metrics=metrics, metric_details=details, calibration=calibration)
     explicit = folder / CARD_INFO_FILE
     if explicit.is_file():
         data = _read_json(explicit)

@@ -62,6 +62,8 @@ class ModelFamily:
         pipelines: task → pipeline class that a Hub repo of the family ships as custom code (`custom_pipelines`).
         train: `"module:function"` that trains a model of the family.
         evaluate: `"module:function"` that scores one.
+        lora_target_modules: the modules PEFT adapts when a `LoraConfig` names none (registered with PEFT on
+            import; the attention's query and value projections, as PEFT's defaults for Llama and Marian).
     """
 
     model_type: str
@@ -74,6 +76,7 @@ class ModelFamily:
     pipelines: dict[str, type] = field(default_factory=dict)
     train: str = ""
     evaluate: str = ""
+    lora_target_modules: tuple[str, ...] = ()
 
     @property
     def description(self) -> str:

@@ -15,9 +15,18 @@ from collections.abc import Sequence
 
 import torch
 from transformers import TrainerCallback
+from transformers.trainer_callback import PrinterCallback, ProgressCallback
 
 
-__all__ = ["DAG_WEIGHT_FIELDS", "DagLossCallback", "ClipGradValueCallback", "StepTimerCallback", "dag_config"]
+__all__ = [
+    "DAG_WEIGHT_FIELDS",
+    "DagLossCallback",
+    "ClipGradValueCallback",
+    "LossProgressCallback",
+    "StepTimerCallback",
+    "dag_config",
+    "use_progress_bar",
+]
 
 # config fields of the three DAG weights, in the order (A_LM, A_P, G_LM) used everywhere
 DAG_WEIGHT_FIELDS = ("dag_weight_a_lm", "dag_weight_a_p", "dag_weight_g_lm")
@@ -220,3 +229,35 @@ class TimeBudgetCallback(TrainerCallback):
             self.stopped_early = True
             control.should_training_stop = True
         return control
+
+
+class LossProgressCallback(ProgressCallback):
+    """Trainer's own tqdm bar (steps, rate, time left), with the latest training and validation loss shown on the bar
+    instead of each log dict written as a line to stdout. Both families train with it (`use_progress_bar`)."""
+
+    def __init__(self, desc: str | None = None):
+        super().__init__()
+        self.desc = desc
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        super().on_train_begin(args, state, control, **kwargs)
+        if self.training_bar is not None and self.desc:
+            self.training_bar.set_description(self.desc)
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if not state.is_world_process_zero or self.training_bar is None or not logs:
+            return
+        shown = {"loss": "loss", "eval_loss": "val loss", "eval_accuracy": "val acc"}
+        postfix = {label: f"{logs[key]:.4g}" for key, label in shown.items() if isinstance(logs.get(key), float)}
+        if postfix:
+            self.training_bar.set_postfix(postfix, refresh=False)
+
+
+def use_progress_bar(trainer, enabled: bool = True, desc: str | None = None) -> None:
+    """One progress display for every training run: `LossProgressCallback` when `enabled`, else nothing (Trainer's
+    own `PrinterCallback`, which prints every log dict to stdout, is removed too; the logs stay in
+    `trainer.state.log_history` and the reporting integrations)."""
+    trainer.remove_callback(ProgressCallback)
+    trainer.remove_callback(PrinterCallback)
+    if enabled:
+        trainer.add_callback(LossProgressCallback(desc))

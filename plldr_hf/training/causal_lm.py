@@ -26,7 +26,7 @@ from pathlib import Path
 
 from plldr_hf.evaluation import perplexity_from_metrics
 from plldr_hf.loading import load_tokenizer
-from plldr_hf.plots import plot_loss_curves
+from plldr_hf.plots import loss_curves_skipped, plot_loss_curves
 from plldr_hf.training.checkpoints import resolve_checkpoint
 from plldr_hf.training.corpus import load_text_corpus
 from plldr_hf.training.distributed import fsdp_config
@@ -162,12 +162,13 @@ def build_model(options: TrainOptions, vocab_size: int):
 def order_parameters(model, calibration=None, new_tokens: int = 16) -> dict | None:
     """Order parameters of A, A_LM, A_P, G_LM from `plldr_hf.models.pldrllm.diagnostics.diagnose` (the model is not changed).
 
-    `"across_inputs"` (the headline number, and what `collapse()` tests): the SOC statistic RMSE(x − x_ref)/|mean
-    (x_ref)| between the calibration inputs, x_ref the first one; `"soc"`: the same statistic between each prompt and
-    the prompt plus `new_tokens` greedy tokens (the SOC definition of arXiv 2603.23539). `calibration` None: the default calibration of
-    `collapse()` and `plldr-hf diagnose` (`default_calibration`), so the three report the same number for one model.
-    ≈ 0 means input-invariant (near-critical); order 1 and above, sub-critical. None for models without a learned G
-    (the Llama baseline, a fixed-G or collapsed PLDR-LLM).
+    Both are the SOC statistic RMSE(x − x_ref)/|mean(x_ref)| per layer, **maximum over layers** (the keys say what
+    is compared): `"across_inputs_max_over_layers"` (the headline, and what `collapse()` tests) between the
+    calibration inputs, x_ref the first one; `"prompt_vs_continuation_max_over_layers"` between each prompt and the
+    prompt plus `new_tokens` greedy tokens (the SOC definition of arXiv 2603.23539). `calibration` None: the default
+    calibration of `collapse()` and `plldr-hf diagnose` (`default_calibration`), so the three report the same
+    number for one model. ≈ 0 means input-invariant (near-critical); order 1 and above, sub-critical. None for
+    models without a learned G (the Llama baseline, a fixed-G or collapsed PLDR-LLM).
     """
     from plldr_hf.models.pldrllm.diagnostics import diagnose
 
@@ -175,7 +176,10 @@ def order_parameters(model, calibration=None, new_tokens: int = 16) -> dict | No
     if getattr(config, "model_type", None) != "pldrllm" or config.custom_G_type is not None or config.collapsed:
         return None
     report = diagnose(model, inputs=calibration, new_tokens=new_tokens)
-    return {"across_inputs": dict(report.order_parameter_inputs), "soc": dict(report.order_parameter)}
+    return {
+        "across_inputs_max_over_layers": dict(report.order_parameter_inputs),
+        "prompt_vs_continuation_max_over_layers": dict(report.order_parameter),
+    }
 
 
 def train_causal_lm(options: TrainOptions, *, tokenizer=None, data=None, extra_callbacks=()) -> dict:
@@ -187,7 +191,12 @@ def train_causal_lm(options: TrainOptions, *, tokenizer=None, data=None, extra_c
 
     Returns the report as a dict.
     """
-    from plldr_hf.training.callbacks import ClipGradValueCallback, DagLossCallback, StepTimerCallback
+    from plldr_hf.training.callbacks import (
+        ClipGradValueCallback,
+        DagLossCallback,
+        StepTimerCallback,
+        use_progress_bar,
+    )
     from plldr_hf.training.trainer import PldrTrainer
 
     options = options.resolved()
@@ -220,6 +229,7 @@ def train_causal_lm(options: TrainOptions, *, tokenizer=None, data=None, extra_c
         save_total_limit=options.save_total_limit,
         report_to=options.report_to or "none",
         seed=options.seed,
+        disable_tqdm=options.no_progress,
         **fsdp_arguments(options),
     )
     is_main = args.process_index == 0
@@ -277,6 +287,7 @@ def train_causal_lm(options: TrainOptions, *, tokenizer=None, data=None, extra_c
         decay_all_parameters=True,
         log_dag_losses=options.log_dag and options.architecture == "pldrllm",
     )
+    use_progress_bar(trainer, not options.no_progress, desc=options.architecture)
     train_result = trainer.train(resume_from_checkpoint=checkpoint)
     metrics = trainer.evaluate()
     trainer.save_model()
@@ -290,11 +301,10 @@ def train_causal_lm(options: TrainOptions, *, tokenizer=None, data=None, extra_c
     report["timing"] = timer.summary()
     report["global_step"] = trainer.state.global_step
     report["s_per_step"] = seconds_per_step(train_result.metrics, trainer.state.global_step)
-    report["loss_curves"] = str(
-        plot_loss_curves(
-            trainer.state.log_history, out / "loss_curves.png", title=f"{options.architecture} {options.size}"
-        )
-    )
+    curves = plot_loss_curves(trainer.state.log_history, out / "loss_curves.png", f"{options.architecture} {options.size}")
+    report["loss_curves"] = str(curves) if curves else None
+    if curves is None:
+        logger.info("loss curves not plotted: %s", loss_curves_skipped(trainer.state.log_history))
     (out / "log_history.json").write_text(json.dumps(trainer.state.log_history, indent=1))
     (out / "train_report.json").write_text(json.dumps(report, indent=2, default=str))
     logger.info("validation perplexity %.3f", report["validation_perplexity"])

@@ -204,6 +204,7 @@ class TrainOptions(_Preset):
     save_total_limit: int | None = _opt(2, "checkpoints kept", min=1)
     max_eval_blocks: int | None = _opt(None, "cap on validation blocks", min=1)
     report_to: list[str] = _opt(["tensorboard"], "Trainer integrations, or none", nargs="+")
+    no_progress: bool = _opt(False, "no progress bar")
     resume: str | bool | None = _opt(
         None,
         "continue from the last checkpoint in --output-dir, or from CHECKPOINT",

@@ -52,6 +52,7 @@ from plldr_hf.evaluation import token_accuracy_counts, translation_scores
 from plldr_hf.loading import load_tokenizer
 from plldr_hf.models.agf import AgfForConditionalGeneration
 from plldr_hf.models.agf.position_encodings import POSITION_VARIANTS
+from plldr_hf.training.callbacks import use_progress_bar
 from plldr_hf.training.checkpoints import resolve_checkpoint
 from plldr_hf.training.corpus import load_translation_dataset, take_subset
 from plldr_hf.training.options import TranslationOptions
@@ -372,6 +373,7 @@ def train_translation(
         callbacks=list(callbacks or []),
         bucket_by_length=options.bucket_by_length,
     )
+    use_progress_bar(trainer, not args.disable_tqdm, desc="translator")
     train_output = trainer.train(resume_from_checkpoint=resume_from_checkpoint)
     # Trainer wrote use_cache=False into the config for training (gradient checkpointing turns the cache off)
     model.config.use_cache = True

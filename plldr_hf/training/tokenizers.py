@@ -192,17 +192,19 @@ def train_joint_tokenizer(
     from transformers import PreTrainedTokenizerFast
 
     specials = list(SPECIAL_TOKENS.values())
+    # no progress display: it takes seconds, and off a terminal the trainer writes only blank lines to stdout
+    quiet = {"show_progress": False}
     if vocab_size <= len(specials):
         raise ValueError(f"vocab_size={vocab_size} leaves no room beyond the {len(specials)} special tokens")
     if model == "bpe":
         tokenizer = Tokenizer(models.BPE(unk_token=SPECIAL_TOKENS["unk_token"]))
         trainer = trainers.BpeTrainer(
-            vocab_size=vocab_size, min_frequency=min_frequency, special_tokens=specials, limit_alphabet=1000
+            vocab_size=vocab_size, min_frequency=min_frequency, special_tokens=specials, limit_alphabet=1000, **quiet
         )
     elif model == "unigram":
         tokenizer = Tokenizer(models.Unigram())
         trainer = trainers.UnigramTrainer(
-            vocab_size=vocab_size, special_tokens=specials, unk_token=SPECIAL_TOKENS["unk_token"]
+            vocab_size=vocab_size, special_tokens=specials, unk_token=SPECIAL_TOKENS["unk_token"], **quiet
         )
     else:
         raise ValueError(f"unknown tokenizer model {model!r}; use 'bpe' or 'unigram'")

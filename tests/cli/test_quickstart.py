@@ -1,4 +1,4 @@
-"""The main job end to end at smoke-test scale: `plldr-hf quickstart --minutes 1` (tiny models, fixed steps)."""
+"""The main job end to end at smoke-test scale: `plldr-hf quickstart --tiny` (tiny models, fixed steps)."""
 
 import json
 import math
@@ -6,13 +6,19 @@ import math
 import pytest
 
 from plldr_hf.cli import main
-from plldr_hf_cli.quickstart import QuickstartPlan
+from plldr_hf_cli.quickstart import QuickstartPlan, run_quickstart
+from tests.utils import markdown_tables
 
 
-def test_quickstart_quick_mode_writes_everything(tmp_path):
+def test_quickstart_tiny_writes_everything(tmp_path, capsys):
     out = tmp_path / "quickstart"
     # the AGF + PCM-V translator, so that its coefficient plot and summary lines are exercised too
-    assert main(["quickstart", "--output-dir", str(out), "--minutes", "1", "--translator", "agf+pcmv"]) == 0
+    assert main(["quickstart", "--output-dir", str(out), "--tiny", "--translator", "agf+pcmv"]) == 0
+    stdout = capsys.readouterr().out
+    # no stray blank lines: blank lines only inside the printed Markdown summary, never two in a row
+    assert "\n\n\n" not in stdout and not stdout.startswith("\n")
+    before_summary = stdout.split("# plldr_hf quickstart")[0]
+    assert "\n\n" not in before_summary, before_summary
 
     metrics = json.loads((out / "metrics.json").read_text())
     pldr, agf = metrics["pldrllm"], metrics["agf"]
@@ -24,7 +30,7 @@ def test_quickstart_quick_mode_writes_everything(tmp_path):
     # one order parameter: the training report, diagnose and collapse() measure the same number; the
     # report's value comes from the in-memory model at the end of training, the others from the saved one, and a
     # 40-step random-like model amplifies float32 kernel rounding (measured 1.3e-5 relative): equal at 3 digits
-    after = pldr["order_parameter_after"]["across_inputs"]["G_LM"]
+    after = pldr["order_parameter_after"]["across_inputs_max_over_layers"]["G_LM"]
     assert pldr["collapse"]["order_parameter"]["G_LM"] == pytest.approx(after, rel=1e-4)
     assert pldr["order_parameter_prompts"]["G_LM"] == pytest.approx(after, rel=1e-4)
     assert pldr["decode_speed"]["collapsed_tok_s"] > 0 and pldr["decode_speed"]["uncollapsed_kv_g_cache_tok_s"] > 0
@@ -56,31 +62,59 @@ def test_quickstart_quick_mode_writes_everything(tmp_path):
                 assert png.read(8) == b"\x89PNG\r\n\x1a\n"
     summary = (out / "summary.md").read_text()
     assert f"{pldr['validation_perplexity']:.2f}" in summary and f"{agf['bleu']:.2f}" in summary
+    # a complete run says so, and its tables are well-formed Markdown
+    assert metrics["complete"] is True and metrics["warnings"] == [] and "WARNING" not in summary
+    assert "Every stage ran its planned steps" in summary
+    order_table, examples = markdown_tables(summary)
+    g_row = next(row for row in order_table[1:] if row[0] == "G_LM")
+    # the headline is the largest of the per-layer values printed beside it
+    assert float(g_row[1]) == max(float(v) for v in g_row[2].split(", "))
     for folder in ("pldrllm", "pldrllm-collapsed", "agf"):
         assert (out / folder / "model.safetensors").is_file() and (out / folder / "tokenizer.json").is_file()
 
 
-def test_quickstart_rejects_a_bad_budget():
+def test_plans_check_their_fields():
     with pytest.raises(ValueError, match="--minutes"):
-        QuickstartPlan.for_minutes(0)
+        QuickstartPlan.named(minutes=0)
+    with pytest.raises(ValueError, match="unknown quickstart plan"):
+        QuickstartPlan.named("huge")
+    assert QuickstartPlan.named().minutes is None and QuickstartPlan.named().threads == 2
 
 
 def test_one_clock_passes_unused_time_on():
     from plldr_hf_cli.quickstart import Deadline
 
-    plan = QuickstartPlan.for_minutes(10)
+    plan = QuickstartPlan.named(minutes=10)
     deadline = Deadline(600)
     deadline.start -= 120  # the first stage finished after two of its three minutes
     (budget,) = deadline.callbacks(plan, deadline.left() - plan.agf_reserve_s)
     # the next stage gets everything left but the reserve for its scoring, not a fixed share
     assert budget.seconds == pytest.approx(600 - 120 - plan.agf_reserve_s, abs=1)
-    assert deadline.callbacks(QuickstartPlan.for_minutes(1), 100) == []  # smoke scale: fixed steps, no clock
+    assert deadline.callbacks(QuickstartPlan.named(), 100) == []  # no budget: fixed steps, no clock
+
+
+def test_a_run_cut_short_by_the_budget_warns_in_the_headline_and_next_to_every_score(tmp_path, capsys):
+    out = tmp_path / "short"
+    # a budget far too small for the plan: both stages stop after their first steps (2 s each)
+    plan = QuickstartPlan.named(
+        "tiny", minutes=0.01, pldr_steps=100000, agf_steps=100000, agf_test_samples=20, min_stage_s=2.0
+    )
+    results = run_quickstart(out, plan)
+    assert results["pldrllm"]["steps"] < 100000 and results["agf"]["steps"] < 100000
+    assert results["complete"] is False and len(results["warnings"]) == 2
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["warnings"] == results["warnings"] and "not comparable" in metrics["warnings"][1]
+    summary = (out / "summary.md").read_text()
+    assert summary.splitlines()[2].startswith("**WARNING: the time budget (--minutes 0.01) stopped the PLDR-LLM")
+    bleu_line = next(line for line in summary.splitlines() if "BLEU **" in line)
+    assert "WARNING" in bleu_line and "not comparable" in bleu_line
+    assert "plldr-hf quickstart: WARNING" in capsys.readouterr().err
+    markdown_tables(summary)
 
 
 def test_translator_choices_match_the_plan():
     from plldr_hf.cli import build_parser
     from plldr_hf.models.agf.position_encodings import POSITION_VARIANTS
-    from plldr_hf_cli.quickstart import run_quickstart
 
     parser = build_parser()
     action = next(
@@ -88,4 +122,4 @@ def test_translator_choices_match_the_plan():
     )
     assert tuple(action.choices) == tuple(POSITION_VARIANTS)
     with pytest.raises(ValueError, match="unknown translator 'nope'"):
-        run_quickstart("unused", minutes=1, translator="nope")
+        run_quickstart("unused", QuickstartPlan.named("tiny"), translator="nope")

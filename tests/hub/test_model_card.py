@@ -115,14 +115,23 @@ def test_card_info_is_read_from_the_run_files(tmp_path):
         json.dumps(
             {
                 "validation_perplexity": 31.5,
-                "order_parameter_after": {"soc": {"A": 0.5, "G_LM": 0.25}, "across_inputs": {"G_LM": 0.125}},
+                "order_parameter_after": {
+                    "prompt_vs_continuation_max_over_layers": {"A": 0.5, "G_LM": 0.25},
+                    "across_inputs_max_over_layers": {"G_LM": 0.125},
+                },
                 "options": {"learning_rate": 0.001, "max_steps": 50},
             }
         )
     )
     (tmp_path / "collapse_report.json").write_text(json.dumps({"order_parameter": {"G_LM": 1e-7}}))
     info = card_info_from_folder(tmp_path)
-    assert info.metrics == {"perplexity": 31.5, "order_parameter": 0.25, "order_parameter_across_inputs": 1e-7}
+    # calibration measurements are not results on the evaluation split (not in model-index)
+    assert info.metrics == {"perplexity": 31.5}
+    assert info.calibration == {
+        "order_parameter_prompt_vs_continuation_max_over_layers": 0.25,
+        "order_parameter_across_inputs_max_over_layers": 0.125,
+    }
+    assert info.collapse == {"order_parameter": {"G_LM": 1e-7}}
     assert info.training == {"learning_rate": 0.001, "max_steps": 50} and info.eval_split == "validation"
 
     # an explicit model_card.json wins over what was discovered; lists and metrics are merged
@@ -130,7 +139,7 @@ def test_card_info_is_read_from_the_run_files(tmp_path):
         json.dumps({"metrics": {"perplexity": 30.0}, "license": "mit", "tags": ["tiny"], "eval_split": "test"})
     )
     info = card_info_from_folder(tmp_path)
-    assert info.metrics["perplexity"] == 30.0 and info.metrics["order_parameter"] == 0.25
+    assert info.metrics == {"perplexity": 30.0} and info.calibration["order_parameter_across_inputs_max_over_layers"] == 0.125
     assert info.license == "mit" and info.tags == ["tiny"] and info.eval_split == "test"
 
     # command-line options (overrides) win over model_card.json, even when they name a default value
@@ -169,3 +178,24 @@ def test_trainer_card_step_renders_the_package_card(tmp_path, models):
     assert {"mine", "agf"} <= set(card.data.tags)
     assert (tmp_path / "pipeline_agf.py").is_file()
     assert "translation" in json.loads((tmp_path / "config.json").read_text())["custom_pipelines"]
+
+
+def test_a_forced_collapse_says_so_with_its_approximation_and_calibration_is_no_split_result(tmp_path):
+    model = tiny_pldrllm(64, collapsed=False)
+    report = model.collapse(force=True)
+    assert not report.invariant
+    model.save_pretrained(tmp_path)
+    (tmp_path / "collapse_report.json").write_text(json.dumps(report.to_dict()))
+    (tmp_path / "train_report.json").write_text(
+        json.dumps({"order_parameter_after": {"across_inputs_max_over_layers": {"G_LM": 3.5}}})
+    )
+    card = render_model_card(model, card_info_from_folder(tmp_path))
+    assert "The collapse was forced" in card.text
+    assert f"{report.max_abs_logit_diff}" in card.text and f"{100 * report.argmax_agreement:.2f}%" in card.text
+    # the order parameter is a calibration measurement: in its own table, not in model-index
+    assert "not on a dataset\nsplit" in card.text and "| 3.5 |" in card.text
+    assert not card.data.eval_results
+
+    invariant = tiny_pldrllm(64)
+    info = card_info_from_folder(tmp_path).updated(collapse={"forced": True, "invariant": True})
+    assert "The collapse was forced" not in render_model_card(invariant, info).text

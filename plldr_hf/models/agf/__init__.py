@@ -70,6 +70,7 @@ FAMILY = ModelFamily(
     pipelines={"translation": AgfTranslationPipeline},
     train="plldr_hf.training.seq2seq:train_translation",
     evaluate="plldr_hf.training.seq2seq:evaluate_translation",
+    lora_target_modules=("q_proj", "v_proj"),
 )
 
 __all__ = ["AgfConfig", "AgfPreTrainedModel", "AgfModel", "AgfForConditionalGeneration", "AgfTranslationPipeline"]

@@ -37,6 +37,7 @@ with PCM-V, the head output; it never needs a per-feature score matrix.
 import functools
 import inspect
 import math
+import os
 import warnings
 from collections.abc import Callable
 
@@ -159,6 +160,15 @@ def embed_ids(embedding: nn.Module, input_ids: torch.Tensor, owner: str, vocab_s
             f"{owner}: token id {int(outside[0])} is outside the vocabulary [0, {vocab_size}); was the input made by "
             "another model's tokenizer?"
         ) from error
+
+
+def remember_local_folder(model, pretrained_model_name_or_path):
+    """Record a local folder's absolute path as `model.name_or_path`: PEFT writes it into an adapter's
+    `base_model_name_or_path`, which must load from any working directory. Hub ids stay as given."""
+    loaded = model[0] if isinstance(model, tuple) else model
+    if isinstance(pretrained_model_name_or_path, (str, os.PathLike)) and os.path.isdir(pretrained_model_name_or_path):
+        loaded.config._name_or_path = os.path.abspath(pretrained_model_name_or_path)
+    return model
 
 
 def shift_tokens_right(input_ids: torch.Tensor, pad_token_id: int, decoder_start_token_id: int) -> torch.Tensor:
@@ -622,6 +632,13 @@ class AgfPreTrainedModel(PreTrainedModel):
     _supports_sdpa = False
     _supports_flash_attn = False
 
+    @classmethod
+    def from_pretrained(cls, pretrained_model_name_or_path, *args, **kwargs):
+        """`PreTrainedModel.from_pretrained`; a local folder is remembered by its absolute path
+        (`remember_local_folder`)."""
+        model = super().from_pretrained(pretrained_model_name_or_path, *args, **kwargs)
+        return remember_local_folder(model, pretrained_model_name_or_path)
+
     def _shared_terms(self, modules: tuple, context: PositionContext) -> AttentionPositionTerms | None:
         """The terms of a stack's shared position parameters on `context`, evaluated once per forward for all its
         layers (None when the stack shares none)."""
@@ -1055,6 +1072,15 @@ class AgfForConditionalGeneration(AgfPreTrainedModel, GenerationMixin):
 
     def set_output_embeddings(self, new_embeddings: nn.Linear) -> None:
         self.lm_head = new_embeddings
+
+    def generate(self, *args, **kwargs):
+        """`GenerationMixin.generate`. A trained translator's saved generation config bounds the output with
+        `max_length` (so a plain `generate()` does not stop at transformers' 20-token default); a caller's
+        `max_new_tokens` replaces that bound, instead of transformers warning that both are set."""
+        if kwargs.get("max_new_tokens") is not None and "max_length" not in kwargs and not args[1:]:
+            if kwargs.get("generation_config") is None:
+                kwargs["max_length"] = None
+        return super().generate(*args, **kwargs)
 
     def get_encoder(self, modality: str | None = None) -> AgfEncoder:
         return self.model.encoder

@@ -98,8 +98,10 @@ FAMILY = ModelFamily(
         language=("en",),
         metric_names={
             "perplexity": "Perplexity",
-            "order_parameter": "Order parameter of G_LM (SOC definition)",
-            "order_parameter_across_inputs": "Order parameter of G_LM across inputs",
+            "order_parameter_across_inputs_max_over_layers": "Order parameter of G_LM (SOC, across the calibration "
+            "inputs, max over layers)",
+            "order_parameter_prompt_vs_continuation_max_over_layers": "Order parameter of G_LM (SOC, prompt vs prompt "
+            "+ continuation, max over layers)",
             "loss": "Cross-entropy loss",
         },
         architecture=_card_architecture,
@@ -107,6 +109,9 @@ FAMILY = ModelFamily(
     ),
     train="plldr_hf.training.causal_lm:train_causal_lm",
     evaluate="plldr_hf.evaluation:perplexity",
+    # PEFT's usual choice for attention models (q and v); the metric learner (`reslayerAs.*`) and the PLGA tensors
+    # are adapted only when a LoraConfig names them (examples/lora_finetune_pldr_llm.py)
+    lora_target_modules=("wq", "wv"),
 )
 
 __all__ = [

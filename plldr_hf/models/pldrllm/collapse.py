@@ -6,7 +6,7 @@ The order parameter of arXiv 2603.23539 measures how far a model is from that:
 
 | quantity              | definition                                                   | code                       |
 |-----------------------|--------------------------------------------------------------|----------------------------|
-| SOC order parameter   | RMSE(x − x_ref) / abs(mean(x_ref)), pooled                   | `order_parameter_soc`      |
+| SOC order parameter   | RMSE(x − x_ref) / abs(mean(x_ref)) per layer; max over layers | `order_parameter_soc`      |
 | audit order parameter | RMS(x1 − x2) / ½(RMS(x1) + RMS(x2)), bounded by 2            | `order_parameter_rms`      |
 | calibration inputs    | `[eos]` (the frozen reference) + seeded random sequences     | `default_calibration`      |
 | report                | both, per tensor and per layer; logits before vs after       | `PldrllmCollapseReport`    |
@@ -93,11 +93,19 @@ def order_parameter_rms(x1: torch.Tensor, x2: torch.Tensor) -> float:
 class PldrllmCollapseReport:
     """What `collapse()` measured on its calibration inputs (each input run alone, unpadded, no cache).
 
-    `order_parameter[name]`: SOC definition, each input's tensor vs the first input's (the frozen value), pooled
-    over the model.
-    `order_parameter_rms[name]`: audit definition, max over input pairs and layers. `per_layer*`: the same per
-    layer. `max_abs_logit_diff` / `argmax_agreement`: collapsed vs uncollapsed logits on the calibration inputs
-    (None when the model was not collapsed).
+    Every order parameter is measured across the calibration inputs (each input's tensor vs the first input's, the
+    value frozen), per layer, and aggregated as its name says:
+
+    - `per_layer[name]`: SOC definition, one value per layer (pooled over that layer's heads and the inputs).
+    - `order_parameter[name]`: the maximum of `per_layer[name]` over the layers: the headline, and what `collapse()`
+      compares with `tolerance` (on G_LM): every layer must be input-invariant on its own scale.
+    - `order_parameter_pooled[name]`: SOC definition pooled over all layers at once (one RMSE over one |mean|; layers
+      whose means differ in sign can make it far larger than any layer's value).
+    - `per_layer_rms[name]` / `order_parameter_rms[name]`: audit definition, max over input pairs, per layer / max
+      over layers.
+
+    `max_abs_logit_diff` / `argmax_agreement`: collapsed vs uncollapsed logits on the calibration inputs (None when
+    the model was not collapsed).
     """
 
     num_calibration: int
@@ -107,30 +115,42 @@ class PldrllmCollapseReport:
     order_parameter_rms: dict
     per_layer: dict
     per_layer_rms: dict
+    order_parameter_pooled: dict
     max_abs_logit_diff: float | None = None
     argmax_agreement: float | None = None
 
+    # what each saved number aggregates (written into `to_dict()`, so a JSON file says it too)
+    AGGREGATION = {
+        "order_parameter": "SOC RMSE/abs(mean), across calibration inputs, max over layers (collapse criterion)",
+        "per_layer": "SOC RMSE/abs(mean), across calibration inputs, per layer",
+        "order_parameter_pooled": "SOC RMSE/abs(mean), across calibration inputs, pooled over all layers",
+        "order_parameter_rms": "audit RMS(x1-x2)/mean RMS, max over calibration input pairs and layers",
+        "per_layer_rms": "audit RMS(x1-x2)/mean RMS, max over calibration input pairs, per layer",
+    }
+
     @property
     def invariant(self) -> bool:
-        """True when G_LM varies less than the tolerance (SOC definition)."""
+        """True when G_LM varies less than the tolerance in every layer (SOC across inputs, max over layers)."""
         return self.order_parameter["G_LM"] <= self.tolerance
 
     def to_dict(self) -> dict:
-        return {**asdict(self), "invariant": self.invariant}
+        return {**asdict(self), "invariant": self.invariant, "aggregation": dict(self.AGGREGATION)}
 
     def __str__(self) -> str:
         lines = [
-            f"collapse report: {self.num_calibration} calibration inputs, tolerance {self.tolerance:g} on G_LM "
-            f"(SOC order parameter), invariant: {self.invariant}" + (" (forced)" if self.forced else ""),
+            f"collapse report: {self.num_calibration} calibration inputs, tolerance {self.tolerance:g} on G_LM's "
+            f"order parameter (SOC, across inputs, max over layers), invariant: {self.invariant}"
+            + (" (forced)" if self.forced else ""),
             "",
-            "| tensor | order parameter (SOC: RMSE / abs(mean), across inputs) | symmetric RMS (max) "
-            "| per layer (SOC) |",
-            "|---|---|---|---|",
+            "| tensor | order parameter (SOC across inputs, max over layers) | SOC across inputs, per layer "
+            "| SOC across inputs, pooled over layers | audit RMS (max over pairs and layers) |",
+            "|---|---|---|---|---|",
         ]
         for name in DEDUCTIVE_TENSORS:
             per_layer = ", ".join(f"{v:.3g}" for v in self.per_layer[name])
             lines.append(
-                f"| {name} | {self.order_parameter[name]:.3g} | {self.order_parameter_rms[name]:.3g} | {per_layer} |"
+                f"| {name} | {self.order_parameter[name]:.3g} | {per_layer} | {self.order_parameter_pooled[name]:.3g} "
+                f"| {self.order_parameter_rms[name]:.3g} |"
             )
         if self.max_abs_logit_diff is not None:
             lines += [
@@ -171,15 +191,16 @@ def calibration_sequences(model, calibration, tokenizer) -> list[torch.Tensor]:
 def measure_invariance(per_input: list, tolerance: float, force: bool) -> PldrllmCollapseReport:
     """Both order parameters of each deductive tensor from `per_input[n][i]` (L, H, d, d): input n, tensor i in
     `DEDUCTIVE_TENSORS` order; the first input is the reference (and the value `collapse_model` freezes)."""
-    order, order_rms, per_layer, per_layer_rms = {}, {}, {}, {}
+    order, pooled, order_rms, per_layer, per_layer_rms = {}, {}, {}, {}, {}
     for i, name in enumerate(DEDUCTIVE_TENSORS):
         samples = torch.stack([sample[i] for sample in per_input])  # (N, L, H, d, d)
         # the first input is the reference and the value frozen (the empty prompt [eos] by default, as in the
         # v510Gi recipe), so an invariant model collapses bit-exactly
         reference = samples[:1]
         num_layers = samples.shape[1]
-        order[name] = order_parameter_soc(samples, reference)
+        pooled[name] = order_parameter_soc(samples, reference)
         per_layer[name] = [order_parameter_soc(samples[:, layer], reference[:, layer]) for layer in range(num_layers)]
+        order[name] = max(per_layer[name])
         pairs = [(a, b) for a in range(len(per_input)) for b in range(a + 1, len(per_input))]
         per_layer_rms[name] = [
             max(order_parameter_rms(samples[a, layer], samples[b, layer]) for a, b in pairs)
@@ -194,6 +215,7 @@ def measure_invariance(per_input: list, tolerance: float, force: bool) -> Pldrll
         order_parameter_rms=order_rms,
         per_layer=per_layer,
         per_layer_rms=per_layer_rms,
+        order_parameter_pooled=pooled,
     )
 
 
@@ -222,7 +244,7 @@ def collapse_model(model, calibration=None, tolerance: float = 1e-3, force: bool
         if not report.invariant and not force:
             raise ValueError(
                 f"collapse() refused: G_LM is not input-invariant on {len(sequences)} calibration inputs; "
-                f"order parameter (SOC: RMSE/|mean| across inputs): "
+                f"order parameter (SOC RMSE/|mean| across inputs, max over layers): "
                 + ", ".join(f"{k} {v:.3g}" for k, v in report.order_parameter.items())
                 + "; symmetric RMS: "
                 + ", ".join(f"{k} {v:.3g}" for k, v in report.order_parameter_rms.items())

@@ -20,18 +20,23 @@ Symbols (paper → meaning → where it comes from here):
 | σ_i    | singular values of A, descending                          | `singular_value_spectrum`                     |
 | Π_comm | orthogonal projection on the RoPE commutant               | `rope_commutant_projection`                   |
 
-Which order-parameter definition each number uses (the two must not be mixed: they differ in scale):
+Which order-parameter definition each number uses (the two must not be mixed: they differ in scale). Every one is
+computed per layer; the headline of each is the **maximum over layers** of its per-layer values, so a headline is
+always one of the per-layer numbers printed beside it. The `*_pooled` values pool all layers into one statistic
+(one RMSE over one |mean|, which layers with means of opposite sign can inflate far above every layer's value):
 
-- `order_parameter` — **SOC definition** (arXiv 2603.23539): RMSE(x_1 − x_C) / |mean(x_C)|, pooled over
-  every value of the tensor type in the whole model (all layers, heads and inputs). x_C comes from the prompt alone,
-  x_1 from one no-cache forward over prompt + a greedy continuation of `new_tokens` tokens (the paper samples the
-  continuation with top-p; greedy keeps the diagnostic deterministic). ≈ 0 near criticality; unbounded.
-  `order_parameter_per_layer` is the same statistic pooled per layer.
-- `order_parameter_rms` — **audit definition** (github.com/burcgokden/PLDR-LLM-Math-Foundations): RMS(x_1 − x_C) /
-  ½(RMS(x_1) + RMS(x_C)) per (input, layer), maximum over inputs (per layer) and over layers (overall). The audit
-  compares two sampled continuations of one prompt; here the pair is (prompt, prompt + continuation). Bounded by 2.
-- `order_parameter_inputs` — SOC definition across inputs: each prompt's tensors against the first prompt's. This
-  is the statistic `collapse()` compares with its tolerance (on G_LM).
+- `order_parameter` / `order_parameter_per_layer` / `order_parameter_pooled` — **SOC definition, prompt vs
+  continuation** (arXiv 2603.23539): RMSE(x_1 − x_C) / |mean(x_C)| over the heads and inputs of a layer. x_C comes
+  from the prompt alone, x_1 from one no-cache forward over prompt + a greedy continuation of `new_tokens` tokens
+  (the paper samples the continuation with top-p; greedy keeps the diagnostic deterministic). ≈ 0 near
+  criticality; unbounded.
+- `order_parameter_rms` / `order_parameter_rms_per_layer` — **audit definition, prompt vs continuation**
+  (github.com/burcgokden/PLDR-LLM-Math-Foundations): RMS(x_1 − x_C) / ½(RMS(x_1) + RMS(x_C)) per (input, layer),
+  maximum over inputs. The audit compares two sampled continuations of one prompt; here the pair is (prompt,
+  prompt + continuation). Bounded by 2.
+- `order_parameter_inputs` / `order_parameter_inputs_per_layer` / `order_parameter_inputs_pooled` — **SOC
+  definition across inputs**: each prompt's tensors against the first prompt's. The headline is the statistic
+  `collapse()` compares with its tolerance (on G_LM).
 
 The other checks (those of the audit repository above):
 
@@ -254,6 +259,8 @@ class DiagnosticsReport:
     order_parameter_rms_per_layer: dict
     order_parameter_inputs: dict
     order_parameter_inputs_per_layer: dict
+    order_parameter_pooled: dict
+    order_parameter_inputs_pooled: dict
     sigma_ratio: list
     numerical_rank: list
     rows_identical: list
@@ -267,8 +274,21 @@ class DiagnosticsReport:
     dag_form: str = "log_ratio"
     notes: list = field(default_factory=list)
 
+    # what each saved order parameter aggregates (written into `to_dict()`, so the JSON file says it too)
+    AGGREGATION = {
+        "order_parameter": "SOC RMSE/abs(mean), prompt vs prompt+continuation, max over layers",
+        "order_parameter_per_layer": "SOC RMSE/abs(mean), prompt vs prompt+continuation, per layer",
+        "order_parameter_pooled": "SOC RMSE/abs(mean), prompt vs prompt+continuation, pooled over all layers",
+        "order_parameter_rms": "audit RMS(x1-x2)/mean RMS, prompt vs prompt+continuation, max over inputs and layers",
+        "order_parameter_rms_per_layer": "audit RMS(x1-x2)/mean RMS, prompt vs prompt+continuation, max over inputs, "
+        "per layer",
+        "order_parameter_inputs": "SOC RMSE/abs(mean), across inputs, max over layers (collapse criterion)",
+        "order_parameter_inputs_per_layer": "SOC RMSE/abs(mean), across inputs, per layer",
+        "order_parameter_inputs_pooled": "SOC RMSE/abs(mean), across inputs, pooled over all layers",
+    }
+
     def to_dict(self) -> dict:
-        return _clean(asdict(self))
+        return {**_clean(asdict(self)), "aggregation": dict(self.AGGREGATION)}
 
     def to_json(self, path) -> None:
         Path(path).write_text(json.dumps(self.to_dict(), indent=2) + "\n")
@@ -283,21 +303,26 @@ class DiagnosticsReport:
             f"PLDR-LLM diagnostics: G {self.g_mode}; {self.num_inputs} inputs (lengths {self.input_lengths}), "
             f"continuation {self.new_tokens} greedy tokens",
             "",
-            "| tensor | order parameter: SOC RMSE / abs(mean) across inputs (collapse criterion) "
-            "| SOC prompt vs +continuation | audit RMS-symmetric (max) |",
-            "|---|---|---|---|",
+            "Order parameters, each the maximum over layers of the per-layer values below (pooled: all layers as one "
+            "statistic):",
+            "",
+            "| tensor | SOC across inputs, max over layers (collapse criterion) | SOC across inputs, pooled "
+            "| SOC prompt vs +continuation, max over layers | SOC prompt vs +continuation, pooled "
+            "| audit RMS prompt vs +continuation, max over layers |",
+            "|---|---|---|---|---|---|",
         ]
         for name in DEDUCTIVE_TENSORS:
             lines.append(
-                f"| {name} | {fmt(self.order_parameter_inputs[name])} | {fmt(self.order_parameter[name])} "
+                f"| {name} | {fmt(self.order_parameter_inputs[name])} | {fmt(self.order_parameter_inputs_pooled[name])} "
+                f"| {fmt(self.order_parameter[name])} | {fmt(self.order_parameter_pooled[name])} "
                 f"| {fmt(self.order_parameter_rms[name])} |"
             )
         lines += [
             "",
-            "| layer | G_LM order param. (across inputs) | A σ₂/σ₁ (max over heads) | A rank (max) | A rows identical "
-            "| A cross-head RMS | G commutant residual (median) | A_LM Perron–Frobenius | DAG A_LM | DAG A_P "
-            "| DAG G_LM |",
-            "|---|---|---|---|---|---|---|---|---|---|---|",
+            "| layer | G_LM SOC across inputs | G_LM SOC prompt vs +continuation | G_LM audit RMS "
+            "| A σ₂/σ₁ (max over heads) | A rank (max) | A rows identical | A cross-head RMS "
+            "| G commutant residual (median) | A_LM Perron–Frobenius | DAG A_LM | DAG A_P | DAG G_LM |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
         ]
         pf = self.perron_frobenius["holds"]
         for layer in range(self.num_layers):
@@ -306,6 +331,8 @@ class DiagnosticsReport:
             identical = sum(self.rows_identical[layer])
             lines.append(
                 f"| {layer} | {fmt(self.order_parameter_inputs_per_layer['G_LM'][layer])} "
+                f"| {fmt(self.order_parameter_per_layer['G_LM'][layer])} "
+                f"| {fmt(self.order_parameter_rms_per_layer['G_LM'][layer])} "
                 f"| {fmt(max(self.sigma_ratio[layer]))} | {max(self.numerical_rank[layer])} "
                 f"| {identical}/{self.num_heads} heads | {fmt(self.cross_head_rms[layer])} | {fmt(median, '.3f')} "
                 f"| {sum(pf[layer])}/{self.num_heads} heads | {fmt(self.dag['A_LM'][layer])} "
@@ -372,23 +399,26 @@ def diagnose(model, inputs=None, tokenizer=None, new_tokens: int = 16, rtol: flo
 
     notes = []
     order, order_layer, order_rms, order_rms_layer, order_inputs, order_inputs_layer, dag = {}, {}, {}, {}, {}, {}, {}
+    pooled, inputs_pooled = {}, {}
     num_layers = config.num_hidden_layers
     for name in DEDUCTIVE_TENSORS:
         x_c, x_1 = _stack(prompt_outputs, name), _stack(full_outputs, name)
         if not (_finite(x_c) and _finite(x_1)):
             notes.append(f"{name} is not available (fixed-G model without the power-law tensors) or not finite")
-            order[name] = order_rms[name] = order_inputs[name] = None
+            order[name] = order_rms[name] = order_inputs[name] = pooled[name] = inputs_pooled[name] = None
             order_layer[name] = order_rms_layer[name] = order_inputs_layer[name] = dag[name] = [None] * num_layers
             continue
-        order[name] = order_parameter_soc(x_1, x_c)
+        pooled[name] = order_parameter_soc(x_1, x_c)
         order_layer[name] = [order_parameter_soc(x_1[:, layer], x_c[:, layer]) for layer in range(num_layers)]
+        order[name] = max(order_layer[name])
         order_rms_layer[name] = [
             max(order_parameter_rms(x_1[n, layer], x_c[n, layer]) for n in range(len(sequences)))
             for layer in range(num_layers)
         ]
         order_rms[name] = max(order_rms_layer[name])
-        order_inputs[name] = order_parameter_soc(x_c, x_c[:1])
+        inputs_pooled[name] = order_parameter_soc(x_c, x_c[:1])
         order_inputs_layer[name] = [order_parameter_soc(x_c[:, layer], x_c[:1, layer]) for layer in range(num_layers)]
+        order_inputs[name] = max(order_inputs_layer[name])
         dag[name] = dag_values_per_layer(x_c)
     if len(sequences) < 2:
         notes.append("one input only: the order parameter across inputs is 0 by definition")
@@ -415,6 +445,8 @@ def diagnose(model, inputs=None, tokenizer=None, new_tokens: int = 16, rtol: flo
         order_parameter_rms_per_layer=order_rms_layer,
         order_parameter_inputs=order_inputs,
         order_parameter_inputs_per_layer=order_inputs_layer,
+        order_parameter_pooled=pooled,
+        order_parameter_inputs_pooled=inputs_pooled,
         sigma_ratio=_tolist(audit["sigma_ratio"].amax(0)),
         numerical_rank=_tolist(audit["numerical_rank"].amax(0)),
         rows_identical=_tolist(audit["rows_identical"].all(0)),

@@ -25,20 +25,36 @@ TASK_NAME = "plldr_continuation"
 __all__ = ["TASK_NAME", "write_continuation_task"]
 
 
+# lm-eval calls this module's `load` (`custom_dataset`), found next to the YAML: the data path is relative to the task
+# folder, so the folder can be moved or shared
+LOADER = f"""\"\"\"The data of the lm-eval task `{TASK_NAME}`: the JSON lines next to this file.\"\"\"
+
+from pathlib import Path
+
+import datasets
+
+
+def load(**kwargs):
+    return datasets.load_dataset("json", data_files={{"test": str(Path(__file__).with_name("{TASK_NAME}.jsonl"))}})
+"""
+
+
 def _line_pairs(documents) -> list[tuple[str, str]]:
+    """(first half, second half) of each line of 8–16 words. No leading space on the second half: lm-eval joins
+    context and choice with its `target_delimiter` (" ")."""
     pairs = []
     for document in documents:
         for line in document.splitlines():
             words = line.split()
             if 8 <= len(words) <= 16:
                 half = len(words) // 2
-                pairs.append((" ".join(words[:half]), " " + " ".join(words[half:])))
+                pairs.append((" ".join(words[:half]), " ".join(words[half:])))
     return pairs
 
 
 def write_continuation_task(folder: str | os.PathLike, documents, num_questions: int = 200, seed: int = 0) -> str:
-    """Write the task YAML and its JSON-lines data into `folder`, with questions from the lines of 8–16 words of
-    `documents` (texts); returns the task name."""
+    """Write the task YAML, its JSON-lines data and the data's loader into `folder`, with questions from the lines
+    of 8–16 words of `documents` (texts); returns the task name. Nothing in the folder names an absolute path."""
     folder = Path(folder)
     rng = random.Random(seed)
     pairs = _line_pairs(documents)
@@ -55,22 +71,26 @@ def write_continuation_task(folder: str | os.PathLike, documents, num_questions:
         rows.append({"question": question, "choices": choices, "answer": choices.index(answer)})
     data = folder / f"{TASK_NAME}.jsonl"
     data.write_text("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows), encoding="utf-8")
+    (folder / f"{TASK_NAME}_data.py").write_text(LOADER, encoding="utf-8")
+    metric = ["    aggregation: mean", "    higher_is_better: true"]
     (folder / f"{TASK_NAME}.yaml").write_text(
         "\n".join(
             [
                 f"task: {TASK_NAME}",
-                "dataset_path: json",
-                "dataset_kwargs:",
-                "  data_files:",
-                f"    test: {json.dumps(str(data.resolve()))}",
+                f"custom_dataset: !function {TASK_NAME}_data.load",
                 "test_split: test",
                 "output_type: multiple_choice",
                 'doc_to_text: "{{question}}"',
                 'doc_to_choice: "{{choices}}"',
                 'doc_to_target: "{{answer}}"',
+                'target_delimiter: " "',
                 "metric_list:",
                 "  - metric: acc",
+                *metric,
                 "  - metric: acc_norm",
+                *metric,
+                "metadata:",
+                "  version: 1.0",
                 "",
             ]
         ),

@@ -60,6 +60,7 @@ import copy
 import functools
 import inspect
 import math
+import os
 import warnings
 from dataclasses import dataclass
 
@@ -80,6 +81,7 @@ from transformers.modeling_outputs import (
     TokenClassifierOutput,
 )
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+from transformers.utils import logging
 
 from .collapse import PldrllmCollapseReport, collapse_model, own_config
 from .configuration_pldrllm import PldrllmConfig
@@ -98,6 +100,9 @@ from .plga import (
     present_segments,
     residual_units,
 )
+
+
+logger = logging.get_logger(__name__)
 
 
 # version shim: transformers 5.24 renamed the cache keyword and output field `past_key_values` -> `cache` (5.23 knows
@@ -511,6 +516,16 @@ class PldrllmDecoderLayer(GradientCheckpointingLayer):
         return hidden_states, attn_weights, state._replace(dag=None), state.dag
 
 
+# Copied from plldr_hf.models.agf.modeling_agf.remember_local_folder
+def remember_local_folder(model, pretrained_model_name_or_path):
+    """Record a local folder's absolute path as `model.name_or_path`: PEFT writes it into an adapter's
+    `base_model_name_or_path`, which must load from any working directory. Hub ids stay as given."""
+    loaded = model[0] if isinstance(model, tuple) else model
+    if isinstance(pretrained_model_name_or_path, (str, os.PathLike)) and os.path.isdir(pretrained_model_name_or_path):
+        loaded.config._name_or_path = os.path.abspath(pretrained_model_name_or_path)
+    return model
+
+
 class PldrllmPreTrainedModel(PreTrainedModel):
     config_class = PldrllmConfig
     config: PldrllmConfig
@@ -522,6 +537,13 @@ class PldrllmPreTrainedModel(PreTrainedModel):
     _supports_flash_attn = True
     _supports_flex_attn = True
     _supports_attention_backend = True
+
+    @classmethod
+    def from_pretrained(cls, pretrained_model_name_or_path, *args, **kwargs):
+        """`PreTrainedModel.from_pretrained`; a local folder is remembered by its absolute path
+        (`remember_local_folder`)."""
+        model = super().from_pretrained(pretrained_model_name_or_path, *args, **kwargs)
+        return remember_local_folder(model, pretrained_model_name_or_path)
 
     @torch.no_grad()
     def _init_weights(self, module: nn.Module) -> None:
@@ -730,6 +752,13 @@ class PldrllmModel(PldrllmPreTrainedModel):
             cache_first_G=cache_first_G,
         )
 
+        if output_attentions and cfg._attn_implementation != "eager":
+            # the fused kernels return no weights; say so instead of a silent tuple of None (as Llama does)
+            logger.warning_once(
+                f"`{cfg._attn_implementation}` attention does not return attention weights: `output_attentions=True` "
+                "gives None per layer. Load the model with attn_implementation='eager' (or call "
+                "model.set_attn_implementation('eager')) to get them."
+            )
         all_attentions = () if output_attentions else None
         all_pldr = () if output_pldr_attentions else None
         dag_values = []

@@ -73,16 +73,17 @@ def train_and_report(options) -> int:
     show_pipeline_logs()
     report = train_causal_lm(options)
     if report:
-        before = ((report.get("order_parameter_before") or {}).get("across_inputs") or {}).get("G_LM")
-        after = ((report.get("order_parameter_after") or {}).get("across_inputs") or {}).get("G_LM")
+        before = ((report.get("order_parameter_before") or {}).get("across_inputs_max_over_layers") or {}).get("G_LM")
+        after = ((report.get("order_parameter_after") or {}).get("across_inputs_max_over_layers") or {}).get("G_LM")
         print(f"validation perplexity: {report['validation_perplexity']:.3g}")
         if before is not None or after is not None:
             print(
-                "G_LM order parameter (SOC RMSE/|mean| across the calibration inputs, the collapse criterion): "
+                "G_LM order parameter (SOC RMSE/|mean| across the calibration inputs, max over layers; the collapse "
+                "criterion): "
                 f"before {_sig(before)}, after {_sig(after)}"
             )
         print(f"{_sig(report.get('s_per_step'))} s/step (train_runtime / steps)")
-        print(f"report: {Path(options.output_dir, 'train_report.json')}; curves: {report['loss_curves']}")
+        print(f"report: {Path(options.output_dir, 'train_report.json')}; curves: {report['loss_curves'] or 'not plotted (too few logged steps)'}")
     return 0
 
 

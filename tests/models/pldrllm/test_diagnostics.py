@@ -169,8 +169,47 @@ def test_plots_are_readable_at_a_glance(tmp_path):
     from tests.utils import tiny_model
 
     paths = save_diagnostics(diagnose(tiny_model()), tmp_path)
-    history = [{"step": 1, "loss": 3.0, "lm_loss": 2.9, "dag_a_lm": 0.1}, {"step": 2, "eval_lm_loss": 2.5}]
+    history = [
+        {"step": 1, "loss": 3.0, "lm_loss": 2.9, "dag_a_lm": 0.1},
+        {"step": 2, "loss": 2.8, "lm_loss": 2.7, "dag_a_lm": 0.2},
+        {"step": 2, "eval_lm_loss": 2.5},
+    ]
     pngs = [paths["order_parameter"], paths["singular_values"], plot_loss_curves(history, tmp_path / "loss.png")]
     for png in pngs:
         width, height = Image.open(png).size
         assert width >= 1000 and height >= 400, (png, width, height)
+
+
+def test_loss_curves_with_too_few_points_are_skipped_with_a_reason(tmp_path):
+    from plldr_hf.plots import loss_curves_skipped, plot_loss_curves
+
+    history = [{"step": 3, "loss": 3.0}, {"step": 3, "eval_loss": 2.9}]
+    assert plot_loss_curves(history, tmp_path / "loss.png") is None and not (tmp_path / "loss.png").exists()
+    assert loss_curves_skipped(history) == "no loss curve has two points yet (1 logged value(s) after 3 step(s))"
+    assert loss_curves_skipped([]) is not None
+
+
+def test_every_headline_order_parameter_is_the_max_of_its_per_layer_values_and_the_tables_are_well_formed():
+    from plldr_hf.models.pldrllm.diagnostics import diagnose
+    from tests.utils import markdown_tables, tiny_model
+
+    model = tiny_model(num_hidden_layers=3)
+    report = diagnose(model)
+    for name in ("A", "A_LM", "A_P", "G_LM"):
+        assert report.order_parameter[name] == max(report.order_parameter_per_layer[name])
+        assert report.order_parameter_inputs[name] == max(report.order_parameter_inputs_per_layer[name])
+        assert report.order_parameter_rms[name] == max(report.order_parameter_rms_per_layer[name])
+    headline, per_layer = markdown_tables(report.format_table())
+    assert len(per_layer) == 1 + 3
+    g_row = next(row for row in headline[1:] if row[0] == "G_LM")
+    column = per_layer[0].index("G_LM SOC across inputs")
+    assert g_row[1] == max((row[column] for row in per_layer[1:]), key=float)
+    saved = report.to_dict()
+    assert "max over layers" in saved["aggregation"]["order_parameter_inputs"]
+
+    collapse = model.collapse(force=True)
+    assert collapse.order_parameter["G_LM"] == max(collapse.per_layer["G_LM"])
+    assert collapse.order_parameter["G_LM"] == pytest.approx(report.order_parameter_inputs["G_LM"], rel=1e-4)
+    (table,) = markdown_tables(str(collapse))
+    assert table[0][1] == "order parameter (SOC across inputs, max over layers)"
+    assert "max over layers" in collapse.to_dict()["aggregation"]["order_parameter"]

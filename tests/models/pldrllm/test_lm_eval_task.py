@@ -6,6 +6,7 @@ so pads stay out of the Gram matrix. The task is local (`plldr_hf.models.pldrllm
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -71,7 +72,12 @@ def test_lm_eval_command_line_on_a_saved_folder(task, tokenizer, tmp_path):
     model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     expected = _loglikelihoods(model, tokenizer, task, 1)
-    task_folder, name = task
+    original, name = task
+    # the task folder moved, and lm_eval run from another working directory: its data path is relative to the YAML
+    task_folder = tmp_path / "moved_task"
+    shutil.copytree(original, task_folder)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
     out = tmp_path / "out"
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
     proc = subprocess.run(
@@ -99,8 +105,11 @@ def test_lm_eval_command_line_on_a_saved_folder(task, tokenizer, tmp_path):
         text=True,
         timeout=600,
         env=env,
+        cwd=elsewhere,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
+    # the metrics name their aggregation and direction (lm-eval warns about each one that does not)
+    assert "higher_is_better" not in proc.stderr and "aggregation" not in proc.stderr, proc.stderr[-3000:]
     samples = sorted(out.rglob(f"samples_{name}_*.jsonl"))
     assert samples, list(out.rglob("*"))
     rows = [json.loads(line) for line in samples[0].read_text().splitlines()]
@@ -109,3 +118,19 @@ def test_lm_eval_command_line_on_a_saved_folder(task, tokenizer, tmp_path):
     # the folder loads with SDPA attention, the in-process model runs eager: sums of ≈ 60 token log-probabilities
     # then agree to float32 rounding (measured 4.7e-4 absolute, 6e-6 relative)
     np.testing.assert_allclose(got, expected, rtol=2e-5, atol=1e-4)
+
+
+def test_the_task_folder_names_no_absolute_path_and_choices_follow_one_space(task, tokenizer):
+    folder, name = task
+    for path in folder.iterdir():
+        assert str(folder) not in path.read_text(encoding="utf-8"), path.name
+    lm = HFLM(pretrained=tiny_model(vocab_size=len(tokenizer), max_position_embeddings=128), tokenizer=tokenizer)
+    out = lm_eval.simple_evaluate(
+        model=lm, tasks=[name], task_manager=TaskManager(include_path=str(folder)), log_samples=True, limit=5
+    )
+    for sample in out["samples"][name]:
+        for context, continuation in sample["arguments"]:
+            # lm-eval's target_delimiter is the only space between the two halves of the line
+            assert not context.endswith(" ") and continuation.startswith(" ") and not continuation.startswith("  ")
+            line = sample["doc"]["question"] + continuation
+            assert "  " not in line

@@ -500,3 +500,34 @@ def test_config_values_are_checked_for_type_finiteness_and_range(field, value, m
 def test_odd_head_dim_is_refused_by_the_config_not_at_forward():
     with pytest.raises(ValueError, match="`head_dim` must be even"):
         tiny_config(hidden_size=30, head_dim=15)
+
+
+def test_full_graph_compiled_forward_with_a_learned_g_matches_eager():
+    # what the README promises: a compiled forward works with a learned G (only StaticCache, and so transformers'
+    # compiled decoding, needs a collapsed model)
+    model = tiny_model().eval()
+    ids = torch.tensor([[7, 8, 9, 10, 11, 12]])
+    with torch.no_grad():
+        eager = model(ids, use_cache=False).logits
+        compiled = torch.compile(model, fullgraph=True)(ids, use_cache=False).logits
+    assert_close("logits", eager, compiled, atol=1e-4)
+    with pytest.raises(ValueError, match="collapse"):
+        model.generate(ids, max_new_tokens=2, cache_implementation="static")
+
+
+def test_output_attentions_under_sdpa_warns_and_eager_returns_the_weights(caplog):
+    from transformers.utils import logging as hf_logging
+
+    model = tiny_model().eval()
+    ids = torch.tensor([[7, 8, 9]])
+    model.set_attn_implementation("sdpa")
+    hf_logging.enable_propagation()
+    try:
+        with caplog.at_level("WARNING"):
+            model(ids, output_attentions=True)
+    finally:
+        hf_logging.disable_propagation()
+    assert "does not return attention weights" in caplog.text and "eager" in caplog.text
+    model.set_attn_implementation("eager")
+    weights = model(ids, output_attentions=True).attentions
+    assert all(w is not None and w.shape[-2:] == (3, 3) for w in weights)

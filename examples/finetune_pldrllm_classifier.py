@@ -1,10 +1,10 @@
 """Fine-tune the released PLDR-LLM sequence-classification head with `Trainer` on local data, then classify with
 `pipeline("text-classification")`.
 
-The task is built from the embedded LibreOffice help pairs: is a paragraph English (0) or German (1)? The tokenizer is
-the released PLDR-LLM tokenizer (`tests/fixtures/pldrllm_released`, SentencePiece unigram, 32,000 pieces); the model
-is a small randomly initialised PLDR-LLM with the head `score` (pass `--model DIR` to start from a released or
-trained checkpoint instead, e.g. one converted with `plldr-hf convert`).
+The task is built from the embedded LibreOffice help pairs: is a paragraph English (0) or German (1)? The model is a
+small randomly initialised PLDR-LLM with the head `score` and a SentencePiece tokenizer trained on the same pairs
+(pass `--model DIR` to start from a released or trained checkpoint and its tokenizer instead, e.g. one converted with
+`plldr-hf convert`, or `--tokenizer DIR` for another tokenizer such as a released model's).
 
     python examples/finetune_pldrllm_classifier.py --tiny          # CPU smoke run, seconds
     python examples/finetune_pldrllm_classifier.py --model DIR --max-steps 500 --output-dir runs/pldr-langid
@@ -12,16 +12,15 @@ trained checkpoint instead, e.g. one converted with `plldr-hf convert`).
 
 import argparse
 import sys
-from pathlib import Path
-
-
-REPO = Path(__file__).resolve().parents[1]
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", help="PLDR-LLM folder to start from (default: a small random model)")
-    parser.add_argument("--tokenizer", default=str(REPO / "tests" / "fixtures" / "pldrllm_released"))
+    parser.add_argument(
+        "--tokenizer",
+        help="tokenizer folder (default: the --model folder's, else one trained on the embedded pairs)",
+    )
     parser.add_argument("--output-dir", default="runs/pldr-langid")
     parser.add_argument("--max-steps", type=int, default=200)
     parser.add_argument("--train-pairs", type=int, default=400, help="LibreOffice pairs (each gives 2 examples)")
@@ -38,7 +37,13 @@ def main(argv=None) -> int:
     from plldr_hf.training.corpus import load_translation_dataset
 
     labels = {0: "English", 1: "German"}
-    tokenizer = AutoTokenizer.from_pretrained(args.tokenizer)
+    if args.tokenizer or args.model:
+        tokenizer = AutoTokenizer.from_pretrained(args.tokenizer or args.model)
+    else:
+        from plldr_hf.training.tokenizers import train_sentencepiece_tokenizer
+
+        pairs = load_translation_dataset("libreoffice")["train"]["translation"][:4000]
+        tokenizer = train_sentencepiece_tokenizer([p[lang] for p in pairs for lang in ("en", "de")], vocab_size=1000)
     if args.model:
         model = AutoModelForSequenceClassification.from_pretrained(
             args.model, num_labels=2, id2label=labels, label2id={v: k for k, v in labels.items()}

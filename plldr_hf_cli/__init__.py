@@ -59,6 +59,7 @@ def main(argv: list[str] | None = None) -> int:
         hint = (
             "; continue from the last checkpoint with the same command and --resume" if args.command == "train" else ""
         )
+        close_progress_bars()
         print(f"\nplldr-hf {args.command}: interrupted{hint}", file=sys.stderr)
         return 130
     except Exception as error:
@@ -119,3 +120,10 @@ def quiet_libraries() -> None:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+def close_progress_bars() -> None:
+    """Close the progress bars an interrupted run left open, so that they are not redrawn below its last line."""
+    tqdm = sys.modules.get("tqdm")
+    for bar in list(getattr(getattr(tqdm, "tqdm", None), "_instances", ())):
+        bar.close()

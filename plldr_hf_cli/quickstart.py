@@ -275,7 +275,9 @@ def run_pldrllm(plan: QuickstartPlan, out: Path, deadline: Deadline) -> dict:
             "order_parameter": str(run_dir / "diagnostics" / "order_parameter.png"),
             "singular_values": str(run_dir / "diagnostics" / "singular_values_A.png"),
         },
-        "plots_skipped": {} if report["loss_curves"] else {"loss_curves": loss_curves_skipped(report_history(run_dir))},
+        "plots_skipped": {}
+        if report["loss_curves"]
+        else {"loss_curves": loss_curves_skipped(report_history(run_dir))},
     }
 
 
@@ -559,7 +561,8 @@ def write_summary(out: Path, results: dict) -> Path:
         "|---|---|---|",
     ]
     lines += [
-        "| " + " | ".join(_cell(e[key]) for key in ("source", "reference", "translation")) + " |" for e in a["examples"]
+        "| " + " | ".join(_cell(e[key]) for key in ("source", "reference", "translation")) + " |"
+        for e in a["examples"]
     ]
     lines += ["", "## Saved models (reloaded with the Auto classes)", ""]
     for name, check in results["reload"].items():

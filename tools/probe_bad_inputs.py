@@ -260,10 +260,19 @@ class Probe:
         self.cli("evaluate agf without a tokenizer", ["evaluate", no_tok, "--max-samples", "2"], "tokenizer")
         self.cli("collapse an AGF folder", ["collapse", a, w / "c2", "--force"], "agf")
         self.cli("translate a PLDR-LLM folder", ["translate", p, "a text"], "pldrllm")
-        self.cli("convert a missing .pth", ["convert", w / "none.pth", w / "conv"], "none.pth")
+        n = "--max-position-embeddings"
+        self.cli("convert a missing .pth", ["convert", w / "none.pth", w / "conv", n, "32"], "none.pth")
         fake = w / "fake.pth"
         fake.write_bytes(b"not a checkpoint")
-        self.cli("convert a non-checkpoint", ["convert", fake, w / "conv"], "fake.pth")
+        self.cli("convert a non-checkpoint", ["convert", fake, w / "conv", n, "32"], "fake.pth")
+        self.cli("convert without the context length", ["convert", fake, w / "conv"], "--max-position-embeddings")
+        legacy = REPO_ROOT / "tests" / "fixtures" / "pldrllm_legacy_pth"
+        released = REPO_ROOT / "tests" / "fixtures" / "pldrllm_released" / "tokenizer.model"
+        self.cli(
+            "convert with another model's tokenizer",
+            ["convert", legacy / "tiny_v510.pth", w / "conv", n, "32", "--tokenizer", released],
+            "32,000 pieces",
+        )
         self.cli("plot-agf a PLDR-LLM folder", ["plot-agf", p], "pldrllm")
 
     def api_models(self) -> None:

@@ -292,7 +292,7 @@ def card_info_from_folder(model_dir, overrides: dict | None = None) -> ModelCard
             metrics["perplexity"] = float(report["validation_perplexity"])
             info["eval_split"] = "validation"
         order = report.get("order_parameter_after")
-        for key, value in (order.items() if isinstance(order, dict) else ()):
+        for key, value in order.items() if isinstance(order, dict) else ():
             if isinstance(value, dict) and isinstance(value.get("G_LM"), (int, float)):
                 calibration[f"order_parameter_{key}"] = float(value["G_LM"])
         if isinstance(report.get("options"), dict):
@@ -304,7 +304,14 @@ def card_info_from_folder(model_dir, overrides: dict | None = None) -> ModelCard
     if isinstance(collapse, dict):
         info["collapse"] = {
             key: collapse[key]
-            for key in ("forced", "invariant", "tolerance", "order_parameter", "max_abs_logit_diff", "argmax_agreement")
+            for key in (
+                "forced",
+                "invariant",
+                "tolerance",
+                "order_parameter",
+                "max_abs_logit_diff",
+                "argmax_agreement",
+            )
             if key in collapse
         }
     for split in ("test", "validation"):

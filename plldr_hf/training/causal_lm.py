@@ -301,7 +301,9 @@ def train_causal_lm(options: TrainOptions, *, tokenizer=None, data=None, extra_c
     report["timing"] = timer.summary()
     report["global_step"] = trainer.state.global_step
     report["s_per_step"] = seconds_per_step(train_result.metrics, trainer.state.global_step)
-    curves = plot_loss_curves(trainer.state.log_history, out / "loss_curves.png", f"{options.architecture} {options.size}")
+    curves = plot_loss_curves(
+        trainer.state.log_history, out / "loss_curves.png", f"{options.architecture} {options.size}"
+    )
     report["loss_curves"] = str(curves) if curves else None
     if curves is None:
         logger.info("loss curves not plotted: %s", loss_curves_skipped(trainer.state.log_history))

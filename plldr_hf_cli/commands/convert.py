@@ -21,9 +21,10 @@ def register(subparsers) -> None:
     parser.add_argument(
         "--max-position-embeddings",
         type=positive_int,
-        default=1024,
+        required=True,
         metavar="N",
-        help="RoPE table length (not stored in the .pth; the released models use %(default)s)",
+        help="RoPE table length, the training script's max_seq_len (required: the .pth does not store it; the "
+        "released 110M models use 1024)",
     )
     parser.add_argument(
         "--reference-rope",
@@ -59,7 +60,7 @@ def run(args) -> int:
     cfg = model.config
     print(
         f"converted {args.pth} → {args.output_dir}: {cfg.num_hidden_layers} layers, width {cfg.hidden_size}, "
-        f"{cfg.num_attention_heads} heads × {cfg.head_dim}, vocab {cfg.vocab_size}"
-        + (", fixed G" if cfg.custom_G_type else "")
+        f"{cfg.num_attention_heads} heads × {cfg.head_dim}, vocab {cfg.vocab_size}, max_position_embeddings "
+        f"{cfg.max_position_embeddings}" + (", fixed G" if cfg.custom_G_type else "")
     )
     return 0

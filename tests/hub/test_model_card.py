@@ -139,7 +139,10 @@ def test_card_info_is_read_from_the_run_files(tmp_path):
         json.dumps({"metrics": {"perplexity": 30.0}, "license": "mit", "tags": ["tiny"], "eval_split": "test"})
     )
     info = card_info_from_folder(tmp_path)
-    assert info.metrics == {"perplexity": 30.0} and info.calibration["order_parameter_across_inputs_max_over_layers"] == 0.125
+    assert (
+        info.metrics == {"perplexity": 30.0}
+        and info.calibration["order_parameter_across_inputs_max_over_layers"] == 0.125
+    )
     assert info.license == "mit" and info.tags == ["tiny"] and info.eval_split == "test"
 
     # command-line options (overrides) win over model_card.json, even when they name a default value

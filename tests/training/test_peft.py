@@ -143,3 +143,38 @@ def test_lora_on_the_metric_learner_glus_is_seen():
     out.loss.backward()
     adapters = [p for n, p in peft_model.named_parameters() if "lora_A" in n]
     assert adapters and all(p.grad is not None and p.grad.abs().sum() > 0 for p in adapters)
+
+
+@pytest.mark.parametrize("family", ["pldrllm", "agf"])
+def test_lora_config_without_target_modules_adapts_the_registered_attention_projections(family, tmp_path, monkeypatch):
+    """`LoraConfig(task_type=...)` alone works, as for the architectures PEFT knows; the adapter names its base model
+    by an absolute path, so it loads from any working directory."""
+    from peft import PeftConfig, PeftModel
+    from transformers import AutoModelForCausalLM, AutoModelForSeq2SeqLM
+
+    from plldr_hf.models import FAMILIES
+    from tests.utils import tiny_agf
+
+    base = tiny_model() if family == "pldrllm" else tiny_agf()
+    auto, task = {
+        "pldrllm": (AutoModelForCausalLM, TaskType.CAUSAL_LM),
+        "agf": (AutoModelForSeq2SeqLM, TaskType.SEQ_2_SEQ_LM),
+    }[family]
+    folder = tmp_path / "work" / "base"
+    base.save_pretrained(folder)
+    monkeypatch.chdir(tmp_path / "work")
+    loaded = auto.from_pretrained("base")  # a relative path, as a user types it
+    peft_model = get_peft_model(loaded, LoraConfig(task_type=task, r=2))
+    adapted = {n.split(".")[-4] for n, p in peft_model.named_parameters() if p.requires_grad}
+    assert adapted == set(FAMILIES[family].lora_target_modules)
+    peft_model.save_pretrained("adapter")
+
+    monkeypatch.chdir(tmp_path)  # somewhere else: the adapter's base path still loads
+    adapter = tmp_path / "work" / "adapter"
+    config = PeftConfig.from_pretrained(adapter)
+    assert config.base_model_name_or_path == str(folder)
+    reloaded = PeftModel.from_pretrained(auto.from_pretrained(config.base_model_name_or_path), adapter)
+    with torch.no_grad():
+        ids = torch.tensor([[5, 6, 7, 8]])
+        inputs = {"input_ids": ids} if family == "pldrllm" else {"input_ids": ids, "decoder_input_ids": ids}
+        assert torch.equal(reloaded(**inputs).logits, peft_model.eval()(**inputs).logits)

@@ -513,7 +513,12 @@ def test_cli_tiny_run_writes_report_and_resumes(tmp_path, capsys):
     assert main(argv) == 0
     report = json.loads((out / "train_report.json").read_text())
     assert math.isfinite(report["validation_perplexity"]) and report["validation_perplexity"] > 1
-    assert set(report["order_parameter_before"]["prompt_vs_continuation_max_over_layers"]) == {"A", "A_LM", "A_P", "G_LM"}
+    assert set(report["order_parameter_before"]["prompt_vs_continuation_max_over_layers"]) == {
+        "A",
+        "A_LM",
+        "A_P",
+        "G_LM",
+    }
     assert report["order_parameter_after"]["prompt_vs_continuation_max_over_layers"]["G_LM"] is not None
     assert (out / "loss_curves.png").stat().st_size > 1000
     assert json.loads((out / "config.json").read_text())["use_cache"] is True

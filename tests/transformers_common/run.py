@@ -44,6 +44,16 @@ EXPECTED_FAILURES: dict[tuple[str, str], str] = {
         "variant failed in each of the 2 full runs after the move, none in 3 runs before, and each passes when run "
         "alone; the per-seed differences are bit-identical before and after"
     ),
+    ("pldrllm", r"test_(eager|sdpa)_padding_matches_padding_free_with_position_ids"): (
+        "bfloat16 by design of the test (padded batch vs the same sequences packed into one row, assert_close with "
+        "rtol = atol = bf16 eps 0.0078): the two calls run GEMMs of different shapes, which round differently in "
+        "bf16, and PLDR-LLM's reference initialisation gives logits about 7x larger than an equal-size Llama's "
+        "(mean |logit| 0.57 vs 0.08), so the same relative rounding is 2 or more bf16 ulps of a logit. Measured over "
+        "40 seeds of this tester's config (tools/padding_free_precision.py): learned G fails the check in 26/40 "
+        "(median max |diff| 1.9e-2, max 0.54: the metric learner amplifies the tail), collapsed (fixed G, no metric "
+        "learner) 25/40 (median 1.6e-2, max 2.9e-2), an equal-size Llama 0/40 (median 2.0e-3); in float32 padded "
+        "and packed agree to 8.2e-5 (learned G) and 1.1e-6 (collapsed), and fp16 with a fixed G passes 40/40"
+    ),
     ("pldrllm", r"test_eager_matches_sdpa_inference_\d+_(fp16|bf16)_\w*"): (
         "half precision: a random-weight metric learner amplifies the rounding of the fp16/bf16 queries into G "
         "(the PLGA maths runs in float32, its input does not), 1-8% mean relative at the last hidden state, beyond "

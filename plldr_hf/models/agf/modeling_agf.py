@@ -167,7 +167,7 @@ def remember_local_folder(model, pretrained_model_name_or_path):
     `base_model_name_or_path`, which must load from any working directory. Hub ids stay as given."""
     loaded = model[0] if isinstance(model, tuple) else model
     if isinstance(pretrained_model_name_or_path, (str, os.PathLike)) and os.path.isdir(pretrained_model_name_or_path):
-        loaded.config._name_or_path = os.path.abspath(pretrained_model_name_or_path)
+        loaded.name_or_path = loaded.config.name_or_path = os.path.abspath(pretrained_model_name_or_path)
     return model
 
 

@@ -230,7 +230,7 @@ def convert_pth(
     pth: str | os.PathLike,
     output_dir: str | os.PathLike,
     *,
-    max_position_embeddings: int = 1024,
+    max_position_embeddings: int | None = None,
     reference_rope: bool = True,
     tokenizer: str | os.PathLike | None = None,
     predefined_g: str | os.PathLike | None = None,
@@ -240,12 +240,20 @@ def convert_pth(
     With `predefined_g`, the model is written in the fixed-G format (`custom_G_type="external"`, G_LM in
     `decoder.past_G_values`) without the metric learner. The folder is assembled in a temporary sibling and moved
     into place at the end, so nothing is written when anything fails; an existing non-empty `output_dir` is refused.
+
+    `max_position_embeddings` (the RoPE table length, the reference training script's `max_seq_len`) is not stored in
+    a `.pth` and must be given: a wrong guess would silently change the positions the model accepts.
     """
     from transformers import GenerationConfig
 
     from plldr_hf.models.pldrllm.modeling_pldrllm import PldrllmForCausalLM
 
     pth, output_dir = Path(pth), Path(output_dir)
+    if max_position_embeddings is None:
+        raise ValueError(
+            "a reference .pth does not store max_position_embeddings (the RoPE table length, the training script's "
+            "max_seq_len); give it (--max-position-embeddings N; the released 110M models use 1024)"
+        )
     if output_dir.exists() and any(output_dir.iterdir()):
         raise FileExistsError(f"{output_dir} exists and is not empty; choose a new output folder")
     state = _read_pth(pth)
@@ -306,7 +314,8 @@ def convert_pth(
         if len(tok) > config.vocab_size:
             raise ValueError(
                 f"{tokenizer} has {len(tok)} pieces but the checkpoint's vocabulary has {config.vocab_size}: "
-                "not this model's tokenizer"
+                "not this model's tokenizer (the released tokenizer.model, 32,000 pieces, belongs to the released "
+                "110M models; give the SentencePiece model this checkpoint was trained with)"
             )
     output_dir.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{output_dir.name}.", dir=output_dir.parent))

@@ -522,7 +522,7 @@ def remember_local_folder(model, pretrained_model_name_or_path):
     `base_model_name_or_path`, which must load from any working directory. Hub ids stay as given."""
     loaded = model[0] if isinstance(model, tuple) else model
     if isinstance(pretrained_model_name_or_path, (str, os.PathLike)) and os.path.isdir(pretrained_model_name_or_path):
-        loaded.config._name_or_path = os.path.abspath(pretrained_model_name_or_path)
+        loaded.name_or_path = loaded.config.name_or_path = os.path.abspath(pretrained_model_name_or_path)
     return model
 
 
@@ -845,6 +845,17 @@ class PldrllmForCausalLM(PldrllmPreTrainedModel, GenerationMixin):
 
     def set_output_embeddings(self, value: nn.Linear) -> None:
         self.final_layer = value
+
+    def init_continuous_batching(self, *args, **kwargs):
+        """Refused: transformers' continuous batching (`generate_batch`, `generate(cache_implementation="paged")`,
+        `transformers serve`) packs requests into one row of a paged cache that this model's attention does not read
+        yet; it used to log an error and return one token per request. Use `generate()` on a padded batch."""
+        raise NotImplementedError(
+            f"{type(self).__name__} does not support transformers' continuous batching (generate_batch, "
+            "cache_implementation='paged', transformers serve) yet: its paged cache and packed requests are not "
+            "wired into PLGA attention (learned G) or the fixed-G path (collapse()). Use model.generate() on a "
+            "left-padded batch, which gives the same tokens as one request at a time."
+        )
 
     def forward(
         self,

@@ -83,7 +83,9 @@ def train_and_report(options) -> int:
                 f"before {_sig(before)}, after {_sig(after)}"
             )
         print(f"{_sig(report.get('s_per_step'))} s/step (train_runtime / steps)")
-        print(f"report: {Path(options.output_dir, 'train_report.json')}; curves: {report['loss_curves'] or 'not plotted (too few logged steps)'}")
+        print(
+            f"report: {Path(options.output_dir, 'train_report.json')}; curves: {report['loss_curves'] or 'not plotted (too few logged steps)'}"
+        )
     return 0
 
 

@@ -27,6 +27,7 @@ from tests.utils import (
     assert_generate_cache_equals_no_cache,
     assert_padded_generation_equals_rows_alone,
     assert_save_load_bit_identical,
+    tiny_agf,
     tiny_agf_config,
 )
 
@@ -896,3 +897,55 @@ def test_unknown_model_overrides_are_refused():
 
     with pytest.raises(ValueError, match="no field no_such_field"):
         build_agf_config(tiny_translation_tokenizer(), "tiny", no_such_field=3)
+
+
+def test_max_new_tokens_replaces_the_saved_max_length_without_a_warning(tmp_path, caplog):
+    """A trained translator saves `max_length` (its training target length) so a plain `generate()` is bounded by
+    it; a caller's `max_new_tokens` (or `max_length`) is then honoured without transformers' "both set" warning."""
+    from transformers import GenerationConfig
+    from transformers.utils import logging as hf_logging
+
+    model = tiny_agf()
+    model.generation_config = GenerationConfig(
+        decoder_start_token_id=model.config.decoder_start_token_id, eos_token_id=None, pad_token_id=0, max_length=9
+    )
+    model.save_pretrained(tmp_path)
+    model = AgfForConditionalGeneration.from_pretrained(tmp_path).eval()
+    ids = torch.tensor([[5, 6, 7, 8]])
+    hf_logging.enable_propagation()
+    try:
+        with caplog.at_level("WARNING"):
+            plain = model.generate(ids, do_sample=False)
+            longer = model.generate(ids, do_sample=False, max_new_tokens=12)
+            shorter = model.generate(ids, do_sample=False, max_length=5)
+    finally:
+        hf_logging.disable_propagation()
+    assert (plain.shape[1], longer.shape[1], shorter.shape[1]) == (9, 13, 5)
+    assert "seem to have been set" not in caplog.text
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_generate_continued_from_its_cache_equals_one_call(seed):
+    """transformers' `test_generate_continue_from_past_key_values` (GenerationTesterMixin), steps as there: 4 new tokens
+    in one call vs 3, then 1 more from the returned cache with the decoder mask extended; the sequences and every
+    self- and cross-attention cache entry are bit-identical (measured on 40 seeds of the common tester's config)."""
+    torch.manual_seed(seed)
+    model = tiny_agf(position_encoding="agf", pcmv=True)
+    generator = torch.Generator().manual_seed(seed)
+    ids, dec = torch.randint(3, 99, (4, 7), generator=generator), torch.randint(3, 99, (4, 7), generator=generator)
+    inputs = {"input_ids": ids, "attention_mask": torch.ones_like(ids), "decoder_input_ids": dec}
+    inputs["decoder_attention_mask"] = torch.ones_like(dec)
+    kwargs = dict(do_sample=False, return_dict_in_generate=True, eos_token_id=None)
+    whole = model.generate(**inputs, **kwargs, max_new_tokens=4)
+    first = model.generate(**inputs, **kwargs, max_new_tokens=3)
+    length = first.sequences.shape[1]
+    inputs.update(
+        past_key_values=first.past_key_values,
+        decoder_input_ids=first.sequences,
+        decoder_attention_mask=torch.ones(4, length, dtype=torch.long),
+    )
+    continued = model.generate(**inputs, **kwargs, max_new_tokens=1)
+    assert torch.equal(whole.sequences, continued.sequences)
+    for name in ("self_attention_cache", "cross_attention_cache"):
+        for a, b in zip(getattr(whole.past_key_values, name).layers, getattr(continued.past_key_values, name).layers):
+            assert torch.equal(a.keys, b.keys) and torch.equal(a.values, b.values), name

@@ -24,7 +24,7 @@ G_FILE = FIXTURES / "pldrllm_released" / "predefined_G_LM_cache_list_PLDRv51_110
 def test_reference_pth_converts_and_reproduces_its_logits(tmp_path, capsys):
     out = tmp_path / "converted"
     assert cli_main(["convert", str(LEGACY / "tiny_v510.pth"), str(out), "--max-position-embeddings", "32"]) == 0
-    assert "3 layers, width 32, 2 heads × 16, vocab 64" in capsys.readouterr().out
+    assert "3 layers, width 32, 2 heads × 16, vocab 64, max_position_embeddings 32" in capsys.readouterr().out
     model, info = AutoModelForCausalLM.from_pretrained(out, output_loading_info=True, attn_implementation="eager")
     assert not any(info.values())
     cfg = model.config
@@ -249,3 +249,26 @@ def test_predefined_g_feeds_the_fixed_g_model(tmp_path):
         == 2
     )
     assert not wrong.exists()
+
+
+def test_the_documented_conversion_journey_ends_in_text(tmp_path, capsys):
+    """README, Released checkpoints: convert the reference `.pth` with a tokenizer of its vocabulary, then generate."""
+    from transformers import pipeline
+
+    out = tmp_path / "converted"
+    args = ["convert", str(LEGACY / "tiny_v510.pth"), str(out), "--tokenizer", str(LEGACY / "tokenizer.model")]
+    # the context length is not in the .pth: required, never guessed
+    with pytest.raises(SystemExit):
+        cli_main(args)
+    assert "--max-position-embeddings" in capsys.readouterr().err
+    assert cli_main([*args, "--max-position-embeddings", "32"]) == 0
+    generator = pipeline("text-generation", model=str(out))
+    text = generator("ROMEO:", max_new_tokens=12, do_sample=False)[0]["generated_text"]
+    assert text.startswith("ROMEO:") and len(text) > len("ROMEO:")
+
+    # the released 32,000-piece tokenizer belongs to the 110M models: refused with the reason, nothing written
+    released = FIXTURES / "pldrllm_released" / "tokenizer.model"
+    wrong = tmp_path / "wrong"
+    assert cli_main(["convert", str(LEGACY / "tiny_v510.pth"), str(wrong), "--max-position-embeddings", "32",
+                     "--tokenizer", str(released)]) == 2  # fmt: skip
+    assert "32,000 pieces" in capsys.readouterr().err and not wrong.exists()

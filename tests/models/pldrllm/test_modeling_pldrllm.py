@@ -531,3 +531,15 @@ def test_output_attentions_under_sdpa_warns_and_eager_returns_the_weights(caplog
     model.set_attn_implementation("eager")
     weights = model(ids, output_attentions=True).attentions
     assert all(w is not None and w.shape[-2:] == (3, 3) for w in weights)
+
+
+@pytest.mark.parametrize("collapsed", [False, True], ids=["learned_G", "collapsed"])
+def test_continuous_batching_is_refused_before_generating(collapsed):
+    # it used to log an SDPA error and return the prompt plus one token per request
+    model = tiny_model().eval()
+    if collapsed:
+        model.collapse(force=True)
+    with pytest.raises(NotImplementedError, match="continuous batching"):
+        model.generate_batch([[7, 8, 9], [10, 11]], generation_config=model.generation_config)
+    with pytest.raises(NotImplementedError, match="continuous batching"):
+        model.generate(torch.tensor([[7, 8, 9]]), max_new_tokens=2, cache_implementation="paged")

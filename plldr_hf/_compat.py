@@ -61,3 +61,16 @@ def register_peft_target_modules(model_type: str, target_modules: tuple[str, ...
         if name.startswith("TRANSFORMERS_MODELS_TO_") and name.endswith("_TARGET_MODULES_MAPPING"):
             if isinstance(table, dict) and (table is lora or (llama is not None and table.get("llama") == llama)):
                 table.setdefault(model_type, list(target_modules))
+
+
+def expose_in_transformers(*classes) -> None:
+    """Make `transformers.<ClassName>` resolve to `classes`, as for in-tree models: tools that look a folder's
+    `config.architectures` up by name on the `transformers` module (`transformers serve`) then find this package's
+    models after `import plldr_hf`. A name transformers already has is never replaced."""
+    import transformers
+
+    for cls in classes:
+        try:
+            getattr(transformers, cls.__name__)
+        except AttributeError:
+            setattr(transformers, cls.__name__, cls)

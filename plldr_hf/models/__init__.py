@@ -4,7 +4,7 @@
 looks one up with a clear error.
 """
 
-from plldr_hf._compat import register_peft_target_modules
+from plldr_hf._compat import expose_in_transformers, register_peft_target_modules
 from plldr_hf.models import agf, pldrllm
 from plldr_hf.models.agf import *  # noqa: F401,F403
 from plldr_hf.models.agf import __all__ as _agf_names
@@ -16,6 +16,7 @@ from plldr_hf.models.pldrllm import __all__ as _pldrllm_names
 FAMILIES: dict[str, ModelFamily] = {f.model_type: f for f in (pldrllm.FAMILY, agf.FAMILY)}
 for _family in FAMILIES.values():
     register_peft_target_modules(_family.model_type, _family.lora_target_modules)
+expose_in_transformers(*(globals()[name] for name in (*_pldrllm_names, *_agf_names) if isinstance(globals()[name], type)))
 
 
 def family(model_type_or_config) -> ModelFamily:

@@ -104,6 +104,20 @@ from .plga import (
 
 logger = logging.get_logger(__name__)
 
+CONTINUOUS_BATCHING_NEEDS_FIXED_G = (
+    "transformers' continuous batching (generate_batch, cache_implementation='paged', transformers serve) packs "
+    "several requests into one row of a paged cache; a learned G would need each request's own G kept next to its "
+    "keys and values, which that cache does not hold. Collapse the model first (model.collapse(), or plldr-hf "
+    "collapse): with a fixed G it runs as SDPA on q' = q·G and batches continuously. For a learned G use "
+    "model.generate() on a left-padded batch."
+)
+
+
+def is_paged(cache) -> bool:
+    """Whether `cache` is the paged cache of transformers' continuous batching (by name: the class lives in a
+    module that older transformers versions do not have)."""
+    return type(cache).__name__ == "PagedAttentionCache"
+
 
 # version shim: transformers 5.24 renamed the cache keyword and output field `past_key_values` -> `cache` (5.23 knows
 # only `past_key_values`; the old name is deprecated until 5.40). Forward signatures accept both spellings; the mask
@@ -472,7 +486,11 @@ class PldrllmAttention(nn.Module):
         query = projected.to(value.dtype)
 
         if past_key_values is not None:
-            key, value = past_key_values.update(key, value, self.layer_idx)
+            if is_paged(past_key_values):
+                # transformers' continuous batching: the paged cache writes and reads by the indices in `kwargs`
+                key, value = past_key_values.update(key, value, self.layer_idx, kwargs=kwargs)
+            else:
+                key, value = past_key_values.update(key, value, self.layer_idx)
 
         attention_interface = ALL_ATTENTION_FUNCTIONS.get_interface(
             self.config._attn_implementation, eager_attention_forward
@@ -683,13 +701,17 @@ class PldrllmModel(PldrllmPreTrainedModel):
             raise ValueError("PldrllmModel: pass exactly one of `input_ids` and `inputs_embeds`")
 
         fixed = cfg.has_fixed_G
+        paged = is_paged(past_key_values)
+        if paged and not fixed:
+            raise NotImplementedError(CONTINUOUS_BATCHING_NEEDS_FIXED_G)
         if use_cache and past_key_values is None:
             past_key_values = DynamicCache(config=cfg)
-        if not use_cache:
+        if not use_cache and not paged:
             past_key_values = None
         if past_key_values is not None and not fixed:
             _install_g_cache_layers(past_key_values, cfg.num_hidden_layers)
-        past_len = past_key_values.get_seq_length() if past_key_values is not None else 0
+        # a paged cache (continuous batching) holds many requests; positions and the 4-D mask come with the call
+        past_len = past_key_values.get_seq_length() if past_key_values is not None and not paged else 0
         compiling = torch.compiler.is_compiling()
         check_inputs(type(self).__name__, input_ids, inputs_embeds, attention_mask, cfg.vocab_size, past_len)
         if inputs_embeds is None:
@@ -847,15 +869,12 @@ class PldrllmForCausalLM(PldrllmPreTrainedModel, GenerationMixin):
         self.final_layer = value
 
     def init_continuous_batching(self, *args, **kwargs):
-        """Refused: transformers' continuous batching (`generate_batch`, `generate(cache_implementation="paged")`,
-        `transformers serve`) packs requests into one row of a paged cache that this model's attention does not read
-        yet; it used to log an error and return one token per request. Use `generate()` on a padded batch."""
-        raise NotImplementedError(
-            f"{type(self).__name__} does not support transformers' continuous batching (generate_batch, "
-            "cache_implementation='paged', transformers serve) yet: its paged cache and packed requests are not "
-            "wired into PLGA attention (learned G) or the fixed-G path (collapse()). Use model.generate() on a "
-            "left-padded batch, which gives the same tokens as one request at a time."
-        )
+        """transformers' continuous batching (`generate_batch`, `generate(cache_implementation="paged")`,
+        `transformers serve`), for a fixed G (collapsed or `custom_G_type`) only; a learned G is refused here, before
+        anything is generated."""
+        if not self.config.has_fixed_G:
+            raise NotImplementedError(CONTINUOUS_BATCHING_NEEDS_FIXED_G)
+        return super().init_continuous_batching(*args, **kwargs)
 
     def forward(
         self,

@@ -533,13 +533,30 @@ def test_output_attentions_under_sdpa_warns_and_eager_returns_the_weights(caplog
     assert all(w is not None and w.shape[-2:] == (3, 3) for w in weights)
 
 
-@pytest.mark.parametrize("collapsed", [False, True], ids=["learned_G", "collapsed"])
-def test_continuous_batching_is_refused_before_generating(collapsed):
+def test_continuous_batching_refuses_a_learned_g_before_generating():
     # it used to log an SDPA error and return the prompt plus one token per request
-    model = tiny_model().eval()
-    if collapsed:
-        model.collapse(force=True)
-    with pytest.raises(NotImplementedError, match="continuous batching"):
+    model = tiny_model("sdpa").eval()
+    with pytest.raises(NotImplementedError, match="collapse"):
         model.generate_batch([[7, 8, 9], [10, 11]], generation_config=model.generation_config)
-    with pytest.raises(NotImplementedError, match="continuous batching"):
+    with pytest.raises(NotImplementedError, match="collapse"):
         model.generate(torch.tensor([[7, 8, 9]]), max_new_tokens=2, cache_implementation="paged")
+
+
+@pytest.mark.parametrize("attn", ["sdpa", "eager"])
+def test_continuous_batching_of_a_collapsed_model_gives_the_tokens_of_generate(attn):
+    """transformers' continuous batching (paged cache, requests of mixed lengths packed into one row, a 4-D mask):
+    greedy tokens equal `generate()` one request at a time, through `generate_batch` and `cache_implementation="paged"`."""
+    from transformers import GenerationConfig
+
+    model = tiny_model(attn).eval()
+    model.collapse(force=True)
+    prompts = [[7, 8, 9, 10, 11], [12, 13], [20, 21, 22, 23, 24, 25, 26], [30]]
+    settings = dict(max_new_tokens=6, do_sample=False, eos_token_id=None, pad_token_id=0)
+    expected = [model.generate(torch.tensor([p]), **settings)[0, len(p) :].tolist() for p in prompts]
+    results = model.generate_batch(prompts, generation_config=GenerationConfig(**settings))
+    got = [results[f"req_{i}"].generated_tokens for i in range(len(prompts))]
+    assert got == expected
+    assert model.config._attn_implementation == attn  # restored after the batch
+    # transformers returns the paged path's sequences with an extra leading dimension
+    paged = model.generate(torch.tensor([prompts[0]]), cache_implementation="paged", **settings)
+    assert paged.reshape(-1)[len(prompts[0]) :].tolist() == expected[0]

@@ -1,0 +1,78 @@
+"""`plldr-hf serve`: transformers' own OpenAI-compatible server with continuous batching answers a completion request
+for a collapsed PLDR-LLM with the tokens `generate()` gives (loopback only, one request, bounded in time)."""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+
+import torch
+
+from tests.utils import REPO_ROOT, tiny_model, tiny_pldrllm_tokenizer
+
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _post(url: str, payload: dict) -> dict:
+    request = urllib.request.Request(
+        url, data=json.dumps(payload).encode(), headers={"Content-Type": "application/json"}, method="POST"
+    )
+    with urllib.request.urlopen(request, timeout=60) as response:
+        return json.loads(response.read())
+
+
+def test_transformers_serve_with_continuous_batching_answers_like_generate(tmp_path):
+    tokenizer = tiny_pldrllm_tokenizer()
+    ids = dict(pad_token_id=tokenizer.pad_token_id, bos_token_id=tokenizer.bos_token_id)
+    model = tiny_model("sdpa", vocab_size=len(tokenizer), eos_token_id=tokenizer.eos_token_id, **ids).eval()
+    model.collapse(force=True)
+    folder = tmp_path / "collapsed"
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    # a prompt whose greedy continuation is not the end token at once, so the answer has text to compare
+    expected = None
+    for prompt in ("the cat sat", "a dog ran far", "the bird sang over the hill", "a cat and a dog"):
+        batch = tokenizer(prompt, return_tensors="pt")
+        with torch.no_grad():
+            new = model.generate(**batch, max_new_tokens=6, do_sample=False)[0, batch["input_ids"].shape[1] :]
+        if len(new) >= 3 and new[0] != tokenizer.eos_token_id:
+            expected = prompt, tokenizer.decode(new, skip_special_tokens=True)
+            break
+    assert expected is not None, "no test prompt with a continuation"
+
+    port = _free_port()
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    argv = [sys.executable, "-m", "plldr_hf", "serve", str(folder), "--continuous-batching"]
+    argv += ["--host", "127.0.0.1", "--port", str(port), "--device", "cpu"]
+    server = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env, cwd=REPO_ROOT)
+    try:
+        deadline = time.time() + 180
+        while True:
+            assert server.poll() is None, server.stderr.read()[-3000:]
+            assert time.time() < deadline, "the server did not come up within 180 s"
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2):
+                    break
+            except OSError:
+                time.sleep(0.5)
+        answer = _post(
+            f"http://127.0.0.1:{port}/v1/completions",
+            {"model": str(folder), "prompt": expected[0], "max_tokens": 6, "temperature": 0},
+        )
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            server.kill()
+    assert answer["object"] == "text_completion"
+    assert answer["choices"][0]["text"].strip() == expected[1].strip()
+    assert answer["usage"]["completion_tokens"] >= 3

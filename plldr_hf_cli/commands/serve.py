@@ -25,9 +25,11 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
-    import plldr_hf  # noqa: F401  (registers the families and exposes their classes on `transformers`)
-    from transformers.cli.transformers import main as transformers_main
     import sys
+
+    from transformers.cli.transformers import main as transformers_main
+
+    import plldr_hf  # noqa: F401  (registers the families and exposes their classes on `transformers`)
 
     sys.argv = ["transformers", "serve", *args.serve_args]
     return transformers_main() or 0

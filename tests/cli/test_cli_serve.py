@@ -14,7 +14,6 @@ import torch
 from tests.utils import REPO_ROOT, tiny_model, tiny_pldrllm_tokenizer
 
 
-
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -52,7 +51,9 @@ def test_transformers_serve_with_continuous_batching_answers_like_generate(tmp_p
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
     argv = [sys.executable, "-m", "plldr_hf", "serve", str(folder), "--continuous-batching"]
     argv += ["--host", "127.0.0.1", "--port", str(port), "--device", "cpu"]
-    server = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env, cwd=REPO_ROOT)
+    server = subprocess.Popen(
+        argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env, cwd=REPO_ROOT
+    )
     try:
         deadline = time.time() + 180
         while True:

@@ -309,6 +309,8 @@ def run_agf(plan: QuickstartPlan, out: Path, deadline: Deadline) -> dict:
     run_dir = out / "agf"
     label, fields = POSITION_VARIANTS[plan.translator]
     position_encoding, pcmv = fields["position_encoding"], fields.get("pcmv", False)
+    # the variant's other config fields (e.g. `absolute_positions` of the hybrid)
+    overrides = {k: v for k, v in fields.items() if k not in ("position_encoding", "pcmv")}
     budget = deadline.callbacks(plan, deadline.left() - plan.agf_reserve_s)
     eval_steps = max(1, plan.agf_steps // 10)
     step("joint tokenizer and data")
@@ -317,6 +319,7 @@ def run_agf(plan: QuickstartPlan, out: Path, deadline: Deadline) -> dict:
         size=plan.agf_size,
         position_encoding=position_encoding,
         pcmv=pcmv,
+        model_overrides=overrides,
         vocab_size=plan.agf_vocab,
         max_source_length=plan.agf_max_length,
         max_target_length=plan.agf_max_length,
@@ -369,6 +372,8 @@ def run_agf(plan: QuickstartPlan, out: Path, deadline: Deadline) -> dict:
         "chrf": test["chrf"],
         "chrf_signature": test["chrf_signature"],
         "accuracy": test["accuracy"],
+        "wrong_source_accuracy": test["wrong_source_accuracy"],
+        "source_gap": test["source_gap"],
         "validation": validation,
         "coefficient_change": coefficient_change(run.model),
         "examples": example_rows(run.datasets["test"], test["hypotheses"]),
@@ -512,6 +517,12 @@ def write_summary(out: Path, results: dict) -> Path:
         f"- Test split ({a['test_segments']} segments, beam {a['num_beams']}): BLEU **{a['bleu']:.2f}**, chrF "
         f"**{a['chrf']:.2f}**, token accuracy **{100 * a['accuracy']:.2f}%** (teacher-forced)"
     )
+    if a.get("source_gap") is not None:
+        test_line += (
+            f"; with every target paired with another segment's source the accuracy is "
+            f"{100 * a['wrong_source_accuracy']:.2f}%, a **source gap of {100 * a['source_gap']:.2f} points** (how much "
+            "the decoder uses its source)"
+        )
     if agf_short:
         # a BLEU is never printed without the warning when the run was cut short
         test_line += (

@@ -75,6 +75,7 @@ __all__ = [
     "format_scores",
     "train_translation",
     "translation_training_arguments",
+    "wrong_source",
 ]
 
 
@@ -103,6 +104,24 @@ def _preprocess_logits(logits, labels):
     if isinstance(logits, (tuple, list)) and not torch.is_floating_point(logits[0]):
         return logits
     return _teacher_forced(_split_logits(logits), labels)
+
+
+def wrong_source(tokenized):
+    """The same targets, each paired with the source of the row `len // 2` places further on (cyclically).
+
+    Teacher-forced accuracy on these pairs measures what the decoder gets right from the target prefix alone; the
+    gap to the accuracy with the true sources measures how much the model uses its source (a decoder that ignores
+    the source has a gap of 0)."""
+    n = len(tokenized)
+    if n < 2:
+        raise ValueError("a wrong-source pairing needs at least 2 rows")
+    order = [(i + n // 2) % n for i in range(n)]
+    sources = tokenized.select(order)
+    paired = tokenized.remove_columns([c for c in ("input_ids", "attention_mask") if c in tokenized.column_names])
+    for column in ("input_ids", "attention_mask"):
+        if column in sources.column_names:
+            paired = paired.add_column(column, sources[column])
+    return paired
 
 
 def _unpack(predictions) -> tuple[np.ndarray | None, np.ndarray, np.ndarray]:
@@ -169,6 +188,45 @@ class TranslationTrainer(Seq2SeqTrainer):
         return LengthBucketSampler(
             self.args.train_batch_size * self.args.gradient_accumulation_steps, lengths=pair_lengths(dataset)
         )
+
+    def source_use(self, dataset) -> float:
+        """Teacher-forced token accuracy of the model on `wrong_source(dataset)` (no generation, no callbacks);
+        counts are summed over processes."""
+        model = self.model
+        was_training = model.training
+        model.eval()
+        counts = torch.zeros(2, dtype=torch.long, device=self.args.device)
+        try:
+            for inputs in self.get_eval_dataloader(wrong_source(dataset)):
+                inputs = self._prepare_inputs(inputs)
+                with torch.no_grad(), self.compute_loss_context_manager():
+                    logits = _split_logits(model(**inputs).logits)
+                ids, _ = _teacher_forced(logits, inputs["labels"])
+                real = inputs["labels"] != IGNORE_INDEX
+                counts += torch.stack([(ids == inputs["labels"])[real].sum(), real.sum()])
+        finally:
+            model.train(was_training)
+        correct, total = (int(v) for v in self.accelerator.reduce(counts, reduction="sum"))
+        return correct / max(total, 1)
+
+    def evaluate(self, eval_dataset=None, ignore_keys=None, metric_key_prefix="eval", **gen_kwargs):
+        """`Seq2SeqTrainer.evaluate`, plus the source-use diagnostic (`wrong_source`): `{prefix}_wrong_source_accuracy`
+        and `{prefix}_source_gap` (accuracy with the true sources minus that, in accuracy units) are logged with the
+        validation curve."""
+        metrics = super().evaluate(
+            eval_dataset, ignore_keys=ignore_keys, metric_key_prefix=metric_key_prefix, **gen_kwargs
+        )
+        dataset = eval_dataset if eval_dataset is not None else self.eval_dataset
+        accuracy = metrics.get(f"{metric_key_prefix}_accuracy")
+        if accuracy is not None and hasattr(dataset, "select") and len(dataset) > 1:
+            wrong = self.source_use(dataset)
+            extra = {
+                f"{metric_key_prefix}_wrong_source_accuracy": wrong,
+                f"{metric_key_prefix}_source_gap": accuracy - wrong,
+            }
+            self.log(extra)
+            metrics.update(extra)
+        return metrics
 
     def prediction_step(self, model, inputs, prediction_loss_only, ignore_keys=None, **gen_kwargs):
         if not self.args.predict_with_generate or prediction_loss_only or "labels" not in inputs:
@@ -457,8 +515,8 @@ def evaluate_translation(
         generate: False skips decoding: only accuracy and loss (a teacher-forced pass, much cheaper).
 
     Returns:
-        `{"bleu", "chrf", "bleu_signature", "chrf_signature", "accuracy", "loss", "perplexity", "segments",
-        "target_tokens", "num_beams", "hypotheses"}` (without the BLEU / chrF entries and hypotheses when
+        `{"bleu", "chrf", "bleu_signature", "chrf_signature", "accuracy", "wrong_source_accuracy", "source_gap",
+        "loss", "perplexity", "segments", "target_tokens", "num_beams", "hypotheses"}` (without the BLEU / chrF entries and hypotheses when
         `generate=False`); `loss` is the token-level cross-entropy over all target tokens (batch-independent).
     """
     if len(dataset) == 0:
@@ -493,6 +551,7 @@ def evaluate_translation(
                 data_collator=DataCollatorForSeq2Seq(tokenizer, model=model, label_pad_token_id=IGNORE_INDEX),
             )
             output = trainer.predict(tokenized, metric_key_prefix=desc, max_length=max_length + 1, num_beams=num_beams)
+            wrong = trainer.source_use(tokenized) if len(tokenized) > 1 else None
     finally:
         model.config.label_smoothing = smoothing
     generated, teacher_forced, row_nll = _unpack(output.predictions)
@@ -500,6 +559,9 @@ def evaluate_translation(
     loss = float(np.sum(row_nll, dtype=np.float64) / max(total, 1))
     result = {
         "accuracy": correct / max(total, 1),
+        # the source-use diagnostic (`wrong_source`): accuracy with every target paired with another row's source
+        "wrong_source_accuracy": wrong,
+        "source_gap": None if wrong is None else correct / max(total, 1) - wrong,
         "loss": loss,
         "perplexity": math.exp(min(loss, 50.0)),
         "segments": len(dataset),
@@ -531,6 +593,15 @@ def format_scores(scores: dict[str, Any], title: str = "") -> str:
         ("accuracy", f"{100 * scores['accuracy']:.2f}%", f"teacher-forced, {scores['target_tokens']} target tokens"),
         ("loss", f"{scores['loss']:.4f}", f"perplexity {scores['perplexity']:.2f}"),
     ]
+    if scores.get("source_gap") is not None:
+        rows.append(
+            (
+                "src gap",
+                f"{100 * scores['source_gap']:.2f}",
+                f"accuracy points lost with a wrong source ({100 * scores['wrong_source_accuracy']:.2f}%): how much "
+                "the model uses its source",
+            )
+        )
     width = max(len(r[1]) for r in rows)
     lines = [title] if title else []
     lines += [f"  {name:<9} {value:>{width}}  {note}" for name, value, note in rows]

@@ -40,8 +40,9 @@ def test_quickstart_tiny_writes_everything(tmp_path, capsys):
     assert (scoring["batch_size"], scoring["sequence_length"]) == (16, 64)
     assert len(pldr["samples"]) == 3
     assert agf["steps"] == agf["max_steps"] == 60
-    for key in ("bleu", "chrf", "accuracy"):
+    for key in ("bleu", "chrf", "accuracy", "wrong_source_accuracy"):
         assert math.isfinite(agf[key]) and agf[key] >= 0
+    assert agf["source_gap"] == pytest.approx(agf["accuracy"] - agf["wrong_source_accuracy"])
     assert agf["bleu_signature"].startswith("nrefs:1|case:mixed|eff:no|tok:13a")
     assert len(agf["examples"]) == 4
     # the examples are the scored translations of the first test segments of 4-12 source words

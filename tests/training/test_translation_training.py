@@ -13,7 +13,13 @@ from plldr_hf.training.corpus import load_translation_dataset, take_subset
 from plldr_hf.training.options import TranslationOptions
 from plldr_hf.training.preprocessing import preprocess_translation
 from plldr_hf.training.recipes import translation_arguments_of, translation_training_arguments
-from plldr_hf.training.seq2seq import LengthBucketSampler, evaluate_translation, train_translation
+from plldr_hf.training.seq2seq import (
+    LengthBucketSampler,
+    evaluate_translation,
+    format_scores,
+    train_translation,
+    wrong_source,
+)
 from plldr_hf.training.tokenizers import train_joint_tokenizer
 
 
@@ -134,15 +140,17 @@ def test_options_own_the_defaults_of_the_training_arguments(tmp_path):
         TranslationOptions.from_name("tiny", no_such_field=3)
 
 
-def _teacher_forced_reference(model, tokenizer, raw, max_length):
-    """Independent accuracy and cross-entropy: plain forward passes, one segment at a time."""
+def _teacher_forced_reference(model, tokenizer, raw, max_length, source_shift=0):
+    """Independent accuracy and cross-entropy: plain forward passes, one segment at a time; with `source_shift`,
+    each target is paired with the source `source_shift` rows further on (the wrong-source diagnostic)."""
     tokenized = preprocess_translation(raw, tokenizer, max_source_length=max_length, max_target_length=max_length)
     correct = total = 0
     nll = 0.0
     with torch.no_grad():
-        for row in tokenized:
+        for index, row in enumerate(tokenized):
             labels = torch.tensor([row["labels"]])
-            logits = model(input_ids=torch.tensor([row["input_ids"]]), labels=labels).logits
+            source = tokenized[(index + source_shift) % len(tokenized)]["input_ids"]
+            logits = model(input_ids=torch.tensor([source]), labels=labels).logits
             c, t = token_accuracy_counts(logits, labels)
             correct, total = correct + c, total + t
             nll += torch.nn.functional.cross_entropy(logits[0], labels[0], reduction="sum").item()
@@ -203,6 +211,14 @@ def test_seq2seq_trainer_30_steps_end_to_end(tmp_path):
     assert total == run.scores["test"]["target_tokens"]
     assert correct / total == pytest.approx(run.scores["test"]["accuracy"])
     assert loss == pytest.approx(run.scores["test"]["loss"], rel=1e-5)
+    # the source-use diagnostic: each target with the source 12 rows on, computed independently, and the gap
+    wrong, wrong_total, _ = _teacher_forced_reference(model, tokenizer, raw_test, length, source_shift=12)
+    assert wrong_total == total and wrong / total == pytest.approx(run.scores["test"]["wrong_source_accuracy"])
+    assert run.scores["test"]["source_gap"] == pytest.approx(correct / total - wrong / total)
+    assert "src gap" in format_scores(run.scores["test"])
+    # ... and logged beside every validation point of training
+    logged = [h for h in run.trainer.state.log_history if "eval_source_gap" in h]
+    assert len(logged) == len(evals) and -1 <= logged[0]["eval_source_gap"] <= 1
     # the cheap teacher-forced-only evaluation gives the same accuracy and loss without decoding
     quick = evaluate_translation(
         model, tokenizer, raw_test, max_source_length=length, max_target_length=length, generate=False
@@ -255,3 +271,16 @@ def test_drop_long_removes_pairs_that_do_not_fit_instead_of_truncating(libreoffi
     assert 0 < len(fits) < len(raw)
     assert len(kept) == len(fits) and kept["labels"] == [whole[i]["labels"] for i in fits]
     assert len(truncated) == len(raw) and max(len(x) for x in truncated["labels"]) == 12
+
+
+def test_wrong_source_pairs_each_target_with_another_rows_source():
+    from datasets import Dataset
+
+    rows = Dataset.from_dict(
+        {"input_ids": [[1], [2], [3], [4], [5]], "attention_mask": [[1]] * 5, "labels": [[10], [20], [30], [40], [50]]}
+    )
+    paired = wrong_source(rows)
+    assert paired["labels"] == rows["labels"]
+    assert paired["input_ids"] == [[3], [4], [5], [1], [2]]
+    with pytest.raises(ValueError, match="at least 2"):
+        wrong_source(rows.select([0]))

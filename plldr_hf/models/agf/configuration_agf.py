@@ -124,6 +124,11 @@ class AgfConfig(PreTrainedConfig):
         pcmv_coefficient (`str`, *optional*):
             `"shared"`: PCM-V reuses the logit coefficient; `"separate"`: PCM-V has its own LC1/LC2 parameters.
             Default: `"shared"`.
+        absolute_positions (`bool`, *optional*):
+            Also add the sinusoidal position vectors of the vanilla Transformer to the token embeddings, on top of a
+            relative scheme (the hybrid "AGF + PCM-V + absolute"): without them the encoder's output barely depends
+            on word order at initialisation and cross-attention has nothing positional to align on. Implied by
+            `position_encoding="sinusoidal"`. Default: False.
         pad_token_id (`int`, *optional*):
             Padding token. Default: 0.
         bos_token_id (`int`, *optional*):
@@ -193,6 +198,7 @@ class AgfConfig(PreTrainedConfig):
         agf_cross_attention: str = "none",
         pcmv: bool = False,
         pcmv_coefficient: str = "shared",
+        absolute_positions: bool = False,
         pad_token_id: int | None = 0,
         bos_token_id: int | None = 1,
         eos_token_id: int | None = 2,
@@ -233,6 +239,7 @@ class AgfConfig(PreTrainedConfig):
         self.agf_cross_attention = agf_cross_attention
         self.pcmv = pcmv
         self.pcmv_coefficient = pcmv_coefficient
+        self.absolute_positions = absolute_positions
         self.pad_token_id = pad_token_id
         self.bos_token_id = bos_token_id
         self.eos_token_id = eos_token_id
@@ -277,6 +284,7 @@ class AgfConfig(PreTrainedConfig):
             "agf_feature_weights",
             "agf_share_across_layers",
             "pcmv",
+            "absolute_positions",
             "tie_word_embeddings",
             "use_cache",
         ):

@@ -53,9 +53,14 @@ POSITION_ENCODINGS: dict[str, PositionEncodingInfo] = {
     "none": PositionEncodingInfo("no positions (NoPE)"),
 }
 
-# the named variants of the comparison: each encoding alone, and AGF with PCM-V (its value-side coefficient);
-# label and the `AgfConfig` fields that make the variant
+# the named variants of the comparison: each encoding alone, AGF with PCM-V (its value-side coefficient), and that
+# with absolute sinusoidal positions added; label and the `AgfConfig` fields that make the variant
 POSITION_VARIANTS: dict[str, tuple[str, dict]] = {
     **{name: (info.label, {"position_encoding": name}) for name, info in POSITION_ENCODINGS.items()},
     "agf+pcmv": ("AGF + PCM-V", {"position_encoding": "agf", "pcmv": True}),
+    # the hybrid: AGF + PCM-V with the vanilla model's absolute sinusoidal vectors added to the embeddings
+    "agf+pcmv+abs": (
+        "AGF + PCM-V + absolute",
+        {"position_encoding": "agf", "pcmv": True, "absolute_positions": True},
+    ),
 }

@@ -949,3 +949,30 @@ def test_generate_continued_from_its_cache_equals_one_call(seed):
     for name in ("self_attention_cache", "cross_attention_cache"):
         for a, b in zip(getattr(whole.past_key_values, name).layers, getattr(continued.past_key_values, name).layers):
             assert torch.equal(a.keys, b.keys) and torch.equal(a.values, b.values), name
+
+
+def test_the_hybrid_adds_the_vanilla_sinusoids_to_agf_and_breaks_the_bag_of_words():
+    """`absolute_positions` (variant "agf+pcmv+abs"): the sinusoidal vectors of the vanilla model are added to the
+    embeddings of AGF + PCM-V; at initialisation the encoder of pure AGF barely depends on word order (arXiv
+    2603.04805's coefficient multiplies near-zero logits), the hybrid's does."""
+    from plldr_hf.models.agf.position_encodings import POSITION_VARIANTS
+
+    label, fields = POSITION_VARIANTS["agf+pcmv+abs"]
+    assert label == "AGF + PCM-V + absolute" and fields["absolute_positions"] is True
+    ids = torch.tensor([[5, 6, 7, 8, 9, 10, 11, 12]])
+    permuted = ids[:, torch.randperm(8, generator=torch.Generator().manual_seed(0))]
+    change = {}
+    for name, extra in (("agf", {}), ("hybrid", {"absolute_positions": True})):
+        torch.manual_seed(0)
+        model = AgfForConditionalGeneration(
+            tiny_agf_config(position_encoding="agf", pcmv=True, init_std=0.02, **extra)
+        ).eval()
+        with torch.no_grad():
+            encoder = model.get_encoder()
+            out, out_permuted = encoder(ids).last_hidden_state, encoder(permuted).last_hidden_state
+        # order-free comparison: the sorted set of token outputs
+        a, b = out[0].sort(0).values, out_permuted[0].sort(0).values
+        change[name] = ((a - b).norm() / a.norm()).item()
+    assert change["hybrid"] > 20 * change["agf"], change
+    with pytest.raises(ValueError, match="absolute_positions"):
+        AgfConfig(absolute_positions="false")

@@ -275,6 +275,8 @@ def run_one(variant: str, seed: int, budget: Budget, cache_dir: Path, *, evaluat
         )
         record[split] = {
             "accuracy": 100 * full["accuracy"],
+            # accuracy points lost when each target gets another segment's source: does the decoder use the source?
+            "source_gap": None if full["source_gap"] is None else 100 * full["source_gap"],
             "loss": full["loss"],
             "target_tokens": full["target_tokens"],
             "bleu": bleu["bleu"],
@@ -300,10 +302,11 @@ def summarize(records: list[dict], variants: list[str]) -> dict:
             continue
         entry = {"seeds": sorted(r["seed"] for r in runs), "parameters": runs[0]["parameters"]}
         for split in ("test", "gnome"):
-            for metric in ("accuracy", "bleu", "chrf"):
-                values = [r[split][metric] for r in runs]
+            for metric in ("accuracy", "bleu", "chrf", "source_gap"):
+                # runs recorded before the source gap existed have none
+                values = [r[split][metric] for r in runs if r[split].get(metric) is not None]
                 mean, std = _mean_std(values)
-                ref = [r[split][metric] for r in by_variant.get(REFERENCE, [])]
+                ref = [r[split][metric] for r in by_variant.get(REFERENCE, []) if r[split].get(metric) is not None]
                 entry[f"{split}_{metric}"] = {
                     "mean": mean,
                     "std": std,
@@ -333,19 +336,21 @@ def _pm(stat, scale=1.0, digits=2) -> str:
 def markdown_table(summary: dict, budget: Budget, meta: dict) -> str:
     head = (
         "| variant | paper acc. (WMT17) [S] | params | in-domain acc. | in-domain BLEU | in-domain chrF "
-        "| GNOME acc. | GNOME BLEU | GNOME chrF | step time vs sinusoidal (wall) | (CPU) |"
+        "| GNOME acc. | GNOME BLEU | GNOME chrF | in-domain source gap (acc. points) | step time vs sinusoidal (wall) "
+        "| (CPU) |"
     )
-    lines = [head, "|" + "---|" * 11]
+    lines = [head, "|" + "---|" * 12]
     for variant, entry in summary.items():
         paper = PAPER_ACCURACY.get(variant)
         lines.append(
             f"| {LABELS[variant]} | {'—' if paper is None else f'{paper:.2f}'} | {entry['parameters'] / 1e6:.2f}M "
             f"| {_pm(entry['test_accuracy'])} | {_pm(entry['test_bleu'])} | {_pm(entry['test_chrf'])} "
             f"| {_pm(entry['gnome_accuracy'])} | {_pm(entry['gnome_bleu'])} | {_pm(entry['gnome_chrf'])} "
+            f"| {_pm(entry['test_source_gap'])} "
             f"| {_pm(entry['step_time_ratio'])}× | {_pm(entry['step_cpu_time_ratio'])}× |"
         )
     lines.append(f"| {PAPER_EXTRA[0]} | {PAPER_EXTRA[1]:.2f} | | not reproducible: AGF-M and SCO are undefined | "
-                 "| | | | | | |")  # fmt: skip
+                 "| | | | | | | |")  # fmt: skip
     verdicts = []
     for metric, name in (("test_accuracy", "in-domain accuracy"), ("gnome_accuracy", "GNOME accuracy"),
                          ("test_bleu", "in-domain BLEU"), ("gnome_bleu", "GNOME BLEU")):  # fmt: skip
@@ -426,11 +431,11 @@ def plot(summary: dict, path: Path) -> None:
     variants = list(summary)
     panels = [
         [("test_accuracy", "in-domain accuracy (%)"), ("test_bleu", "in-domain BLEU"), ("test_chrf", "in-domain chrF"),
-         ("step_time_ratio", "step wall time / sinusoidal")],
+         ("test_source_gap", "in-domain source gap (acc. points)"), ("step_time_ratio", "step wall time / sinusoidal")],
         [("gnome_accuracy", "GNOME accuracy (%)"), ("gnome_bleu", "GNOME BLEU"), ("gnome_chrf", "GNOME chrF"),
-         ("step_cpu_time_ratio", "step CPU time / sinusoidal")],
+         ("gnome_source_gap", "GNOME source gap (acc. points)"), ("step_cpu_time_ratio", "step CPU time / sinusoidal")],
     ]  # fmt: skip
-    fig, axes = plt.subplots(2, 4, figsize=(16, 7))
+    fig, axes = plt.subplots(2, 5, figsize=(20, 7))
     for row, row_panels in zip(axes, panels):
         for ax, (key, title) in zip(row, row_panels):
             for i, variant in enumerate(variants):

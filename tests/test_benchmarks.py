@@ -108,3 +108,24 @@ def test_paired_ratio_reports_its_spread_and_flags_a_target_inside_it():
     missed = suite.Ratio("ours / base", "ours", "base", "time", 1.1, "<=")
     missed.evaluate(measured)
     assert not missed.met and not missed.within_noise and suite.verdict(missed) == "✗ (<= 1.1)"
+
+
+def test_position_ablation_quick_reports_the_source_gap_of_each_variant(tmp_path):
+    """The AGF paper's comparison at smoke scale, with the hybrid: the table has a source-gap column with a value per
+    variant, and the plot is written."""
+    import subprocess
+    import sys
+
+    from tests.utils import REPO_ROOT, markdown_tables
+
+    argv = [sys.executable, str(REPO_ROOT / "benchmarks" / "position_ablation.py"), "--quick", "--variants"]
+    argv += ["sinusoidal", "agf+pcmv+abs", "--output-dir", str(tmp_path / "out"), "--report-dir", str(tmp_path)]
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    table = markdown_tables((tmp_path / "position_ablation.md").read_text())[0]
+    column = table[0].index("in-domain source gap (acc. points)")
+    rows = {row[0]: row[column] for row in table[1:]}
+    for label in ("sinusoidal (vanilla)", "AGF + PCM-V + absolute"):
+        assert rows[label] not in ("", "n/a"), rows
+        float(rows[label].split()[0])
+    assert (tmp_path / "position_ablation.png").stat().st_size > 10_000

@@ -411,10 +411,11 @@ def train_translation(
         max_length=max_target_length + 1,
     )
     logger.info(
-        "model: %s, %s%s, %.2fM parameters",
+        "model: %s, %s%s%s, %.2fM parameters",
         options.size,
         options.position_encoding,
         " + PCM-V" if options.pcmv else "",
+        " + absolute sinusoids" if config.absolute_positions else "",
         sum(p.numel() for p in model.parameters()) / 1e6,
     )
 

@@ -118,12 +118,12 @@ def quiet_libraries() -> None:
     return restore
 
 
-if __name__ == "__main__":
-    sys.exit(main())
-
-
 def close_progress_bars() -> None:
     """Close the progress bars an interrupted run left open, so that they are not redrawn below its last line."""
     tqdm = sys.modules.get("tqdm")
     for bar in list(getattr(getattr(tqdm, "tqdm", None), "_instances", ())):
         bar.close()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

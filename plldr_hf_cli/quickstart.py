@@ -175,7 +175,6 @@ def run_pldrllm(plan: QuickstartPlan, out: Path, deadline: Deadline) -> dict:
 
     from plldr_hf.models.pldrllm.diagnostics import diagnose
     from plldr_hf.models.pldrllm.plots import save_diagnostics
-    from plldr_hf.plots import loss_curves_skipped
     from plldr_hf.training.causal_lm import train_causal_lm
     from plldr_hf.training.options import TrainOptions
 
@@ -275,15 +274,8 @@ def run_pldrllm(plan: QuickstartPlan, out: Path, deadline: Deadline) -> dict:
             "order_parameter": str(run_dir / "diagnostics" / "order_parameter.png"),
             "singular_values": str(run_dir / "diagnostics" / "singular_values_A.png"),
         },
-        "plots_skipped": {}
-        if report["loss_curves"]
-        else {"loss_curves": loss_curves_skipped(report_history(run_dir))},
+        "plots_skipped": {"loss_curves": report["loss_curves_skipped"]} if report["loss_curves_skipped"] else {},
     }
-
-
-def report_history(run_dir: Path) -> list[dict]:
-    """The log history a `train_causal_lm` run saved."""
-    return json.loads((run_dir / "log_history.json").read_text(encoding="utf-8"))
 
 
 def example_rows(dataset, hypotheses: list[str], count: int = 4, words: tuple[int, int] = (4, 12)) -> list[dict]:

@@ -301,12 +301,12 @@ def train_causal_lm(options: TrainOptions, *, tokenizer=None, data=None, extra_c
     report["timing"] = timer.summary()
     report["global_step"] = trainer.state.global_step
     report["s_per_step"] = seconds_per_step(train_result.metrics, trainer.state.global_step)
-    curves = plot_loss_curves(
-        trainer.state.log_history, out / "loss_curves.png", f"{options.architecture} {options.size}"
-    )
+    history = trainer.state.log_history
+    report["loss_curves_skipped"] = loss_curves_skipped(history)
+    curves = plot_loss_curves(history, out / "loss_curves.png", f"{options.architecture} {options.size}")
     report["loss_curves"] = str(curves) if curves else None
     if curves is None:
-        logger.info("loss curves not plotted: %s", loss_curves_skipped(trainer.state.log_history))
+        logger.info("loss curves not plotted: %s", report["loss_curves_skipped"])
     (out / "log_history.json").write_text(json.dumps(trainer.state.log_history, indent=1))
     (out / "train_report.json").write_text(json.dumps(report, indent=2, default=str))
     logger.info("validation perplexity %.3f", report["validation_perplexity"])

@@ -558,11 +558,12 @@ def evaluate_translation(
     generated, teacher_forced, row_nll = _unpack(output.predictions)
     correct, total = token_accuracy_counts(teacher_forced, output.label_ids, IGNORE_INDEX)
     loss = float(np.sum(row_nll, dtype=np.float64) / max(total, 1))
+    accuracy = correct / max(total, 1)
     result = {
-        "accuracy": correct / max(total, 1),
+        "accuracy": accuracy,
         # the source-use diagnostic (`wrong_source`): accuracy with every target paired with another row's source
         "wrong_source_accuracy": wrong,
-        "source_gap": None if wrong is None else correct / max(total, 1) - wrong,
+        "source_gap": None if wrong is None else accuracy - wrong,
         "loss": loss,
         "perplexity": math.exp(min(loss, 50.0)),
         "segments": len(dataset),

@@ -558,6 +558,6 @@ def self_attention_context(config: AgfConfig, query_positions, key_positions, nu
 def add_absolute_positions(config: AgfConfig, embeddings: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
     """The token embeddings plus sinusoidal position vectors when the encoding adds them (vanilla) or the config asks
     for them on top of a relative scheme (`absolute_positions`), else unchanged."""
-    if not (position_encoding_of(config).embedding or getattr(config, "absolute_positions", False)):
+    if not (position_encoding_of(config).embedding or config.absolute_positions):
         return embeddings
     return embeddings + sinusoidal_position_embedding(positions, config.d_model).to(embeddings.dtype)

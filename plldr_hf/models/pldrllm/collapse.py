@@ -79,6 +79,13 @@ def order_parameter_soc(samples: torch.Tensor, reference: torch.Tensor) -> float
     return (rmse / reference.double().mean().abs()).item()
 
 
+def order_parameter_by_layer(samples: torch.Tensor, reference: torch.Tensor) -> tuple[float, list[float], float]:
+    """The SOC order parameter of `samples` (N, L, ...) against `reference` (N or 1, L, ...) under each aggregation:
+    (maximum over layers, one value per layer, pooled over all layers)."""
+    per_layer = [order_parameter_soc(samples[:, layer], reference[:, layer]) for layer in range(samples.shape[1])]
+    return max(per_layer), per_layer, order_parameter_soc(samples, reference)
+
+
 def order_parameter_rms(x1: torch.Tensor, x2: torch.Tensor) -> float:
     """Audit order parameter RMS(x1 − x2) / ½(RMS(x1) + RMS(x2)) (float64); bounded by 2, not comparable with
     the SOC definition."""
@@ -198,9 +205,7 @@ def measure_invariance(per_input: list, tolerance: float, force: bool) -> Pldrll
         # v510Gi recipe), so an invariant model collapses bit-exactly
         reference = samples[:1]
         num_layers = samples.shape[1]
-        pooled[name] = order_parameter_soc(samples, reference)
-        per_layer[name] = [order_parameter_soc(samples[:, layer], reference[:, layer]) for layer in range(num_layers)]
-        order[name] = max(per_layer[name])
+        order[name], per_layer[name], pooled[name] = order_parameter_by_layer(samples, reference)
         pairs = [(a, b) for a in range(len(per_input)) for b in range(a + 1, len(per_input))]
         per_layer_rms[name] = [
             max(order_parameter_rms(samples[a, layer], samples[b, layer]) for a, b in pairs)

@@ -2,7 +2,7 @@
 
 Sources: arXiv 2603.23539 (order parameters), github.com/burcgokden/PLDR-LLM-Math-Foundations (the audit
 checks of collapsed checkpoints). The maths of the order
-parameters and of the DAG value is imported from the modeling file (`order_parameter_soc`, `order_parameter_rms`,
+parameters and of the DAG value is imported from the modeling file (`order_parameter_by_layer`, `order_parameter_rms`,
 `dag_loss`), so these numbers are the ones `PldrllmForCausalLM.collapse()` decides on.
 
 Symbols (paper → meaning → where it comes from here):
@@ -66,8 +66,8 @@ import torch
 from plldr_hf.models.pldrllm.collapse import (
     DEDUCTIVE_TENSORS,
     calibration_ids,
+    order_parameter_by_layer,
     order_parameter_rms,
-    order_parameter_soc,
 )
 from plldr_hf.models.pldrllm.dag import dag_loss
 
@@ -408,17 +408,13 @@ def diagnose(model, inputs=None, tokenizer=None, new_tokens: int = 16, rtol: flo
             order[name] = order_rms[name] = order_inputs[name] = pooled[name] = inputs_pooled[name] = None
             order_layer[name] = order_rms_layer[name] = order_inputs_layer[name] = dag[name] = [None] * num_layers
             continue
-        pooled[name] = order_parameter_soc(x_1, x_c)
-        order_layer[name] = [order_parameter_soc(x_1[:, layer], x_c[:, layer]) for layer in range(num_layers)]
-        order[name] = max(order_layer[name])
+        order[name], order_layer[name], pooled[name] = order_parameter_by_layer(x_1, x_c)
         order_rms_layer[name] = [
             max(order_parameter_rms(x_1[n, layer], x_c[n, layer]) for n in range(len(sequences)))
             for layer in range(num_layers)
         ]
         order_rms[name] = max(order_rms_layer[name])
-        inputs_pooled[name] = order_parameter_soc(x_c, x_c[:1])
-        order_inputs_layer[name] = [order_parameter_soc(x_c[:, layer], x_c[:1, layer]) for layer in range(num_layers)]
-        order_inputs[name] = max(order_inputs_layer[name])
+        order_inputs[name], order_inputs_layer[name], inputs_pooled[name] = order_parameter_by_layer(x_c, x_c[:1])
         dag[name] = dag_values_per_layer(x_c)
     if len(sequences) < 2:
         notes.append("one input only: the order parameter across inputs is 0 by definition")

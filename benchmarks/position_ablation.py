@@ -43,9 +43,10 @@ VARIANTS = {name: fields for name, (_, fields) in POSITION_VARIANTS.items()}
 LABELS = {name: label for name, (label, _) in POSITION_VARIANTS.items()}
 
 
-# the sweep's default, sized to about an hour on 2 cores at 2,000 steps: the paper's vanilla baseline, AGF and
-# AGF + PCM-V (the comparison the paper makes); RoPE, ALiBi, KERPLE-log and T5 with --variants
-DEFAULT_VARIANTS = ("sinusoidal", "agf", "agf+pcmv")
+# the sweep's default, about 50 min on 2 cores at 2,000 steps: the paper's vanilla baseline, its AGF + PCM-V, and
+# the two ways for AGF + PCM-V to align with the source (absolute sinusoids added; a positional prior in
+# cross-attention); AGF alone, RoPE, ALiBi, KERPLE-log, T5 and the LC2/LC3 variant with --variants
+DEFAULT_VARIANTS = ("sinusoidal", "agf+pcmv", "agf+pcmv+abs", "agf+pcmv+cross")
 # the paper's accuracies (%) as given in the project's summary of the paper, WMT17 en→de, 3-layer model (arXiv 2603.04805,
 # as summarised for this project: not checked against the paper body, whose full text is not public); it reports no RoPE / ALiBi / KERPLE / T5 numbers
 PAPER_ACCURACY = {"sinusoidal": 70.59, "agf": 70.45, "agf+pcmv": 70.73}
@@ -184,15 +185,112 @@ def prepare_data(budget: Budget, cache_dir: Path):
     return tokenizer, raw, tokenized
 
 
-def run_one(variant: str, seed: int, budget: Budget, cache_dir: Path, *, evaluate: bool = True, steps=None) -> dict:
-    """Trains one (variant, seed) and scores it; returns a JSON-serialisable record."""
+def score(model, tokenizer, raw, tokenized, budget: Budget) -> dict:
+    """The ablation's scores of a model on both test sets: full teacher-forced accuracy and source gap, greedy BLEU
+    and chrF of the fixed subset; plus the seconds it took."""
+    from plldr_hf.training.seq2seq import evaluate_translation
+
+    start = time.perf_counter()
+    common = dict(max_source_length=128, max_target_length=128, batch_size=64, disable_tqdm=True)
+    scores = {}
+    for split in ("test", "gnome"):
+        full = evaluate_translation(
+            model, tokenizer, raw[split], tokenized=tokenized[split], generate=False, desc=split, **common
+        )
+        bleu = evaluate_translation(
+            model,
+            tokenizer,
+            raw[f"{split}_bleu"],
+            tokenized=tokenized[f"{split}_bleu"],
+            num_beams=1,
+            max_length=budget.generation_length,
+            desc=split,
+            **common,
+        )
+        scores[split] = {
+            "accuracy": 100 * full["accuracy"],
+            # accuracy points lost when each target gets another segment's source: does the decoder use the source?
+            "source_gap": None if full["source_gap"] is None else 100 * full["source_gap"],
+            "loss": full["loss"],
+            "target_tokens": full["target_tokens"],
+            "bleu": bleu["bleu"],
+            "chrf": bleu["chrf"],
+            "bleu_segments": bleu["segments"],
+            "bleu_signature": bleu["bleu_signature"],
+            "chrf_signature": bleu["chrf_signature"],
+        }
+    scores["eval_seconds"] = time.perf_counter() - start
+    return scores
+
+
+def curve_point(model, tokenizer, raw, tokenized) -> dict:
+    """Teacher-forced accuracy and source gap (%) on the in-domain BLEU subset: a cheap point of a training curve."""
+    from plldr_hf.training.seq2seq import evaluate_translation
+
+    full = evaluate_translation(
+        model,
+        tokenizer,
+        raw["test_bleu"],
+        tokenized=tokenized["test_bleu"],
+        generate=False,
+        max_source_length=128,
+        max_target_length=128,
+        batch_size=64,
+        disable_tqdm=True,
+        desc="curve",
+    )
+    return {"accuracy": 100 * full["accuracy"], "source_gap": 100 * full["source_gap"], "loss": full["loss"]}
+
+
+def _score_at_callback(actions: dict):
+    """A `TrainerCallback` that runs `actions[step](step, model)` after that optimizer step without changing the
+    course of training: evaluation builds a Trainer, which reseeds every RNG, so the torch, Python and NumPy states are
+    saved and restored around it, and the model goes back to training mode. Its time falls outside the step timer."""
+    import random
+
+    import numpy as np
+    import torch
+    from transformers import TrainerCallback
+
+    class ScoreAt(TrainerCallback):
+        def on_step_end(self, args, state, control, model=None, **kwargs):
+            action = actions.get(state.global_step)
+            if action is None:
+                return
+            python_state, numpy_state = random.getstate(), np.random.get_state()
+            with torch.random.fork_rng(devices=[]):
+                model.eval()
+                action(state.global_step, model)
+                model.train()
+            random.setstate(python_state)
+            np.random.set_state(numpy_state)
+
+    return ScoreAt()
+
+
+def run_one(
+    variant: str,
+    seed: int,
+    budget: Budget,
+    cache_dir: Path,
+    *,
+    evaluate: bool = True,
+    steps=None,
+    curve_every: int | None = None,
+) -> dict:
+    """Trains one (variant, seed) and scores it; returns a JSON-serialisable record.
+
+    `steps` beyond the budget's make a long run: the record then also holds `at_budget`, the full record of the
+    same run scored at the budget's step count (the inverse-sqrt schedule does not depend on the total, so the first
+    `budget.steps` steps are those of a budget-length run), and with `curve_every` a `curve` of `curve_point`s.
+    """
     import torch
     from transformers import DataCollatorForSeq2Seq, set_seed
 
     from plldr_hf import AgfForConditionalGeneration
     from plldr_hf.training.callbacks import StepTimerCallback
     from plldr_hf.training.recipes import build_agf_config, translation_training_arguments
-    from plldr_hf.training.seq2seq import TranslationTrainer, evaluate_translation
+    from plldr_hf.training.seq2seq import TranslationTrainer
 
     torch.set_num_threads(budget.threads)
     tokenizer, raw, tokenized = prepare_data(budget, cache_dir)
@@ -212,85 +310,161 @@ def run_one(variant: str, seed: int, budget: Budget, cache_dir: Path, *, evaluat
         **VARIANTS[variant],
     )
     model = AgfForConditionalGeneration(config)
+    total_steps = steps or budget.steps
     run_dir = cache_dir / "runs" / f"{variant}-seed{seed}"
     args = translation_training_arguments(
         run_dir,
-        max_steps=steps or budget.steps,
+        max_steps=total_steps,
         warmup_steps=budget.warmup_steps,
         learning_rate=budget.learning_rate,
         lr_scheduler_type=budget.scheduler,
         per_device_train_batch_size=budget.batch_size,
         eval_strategy="no",
         save_strategy="no",
-        logging_steps=max(1, (steps or budget.steps) // 5),
+        logging_steps=max(1, budget.steps // 5),
         report_to="none",
         use_cpu=True,
         seed=seed,
         disable_tqdm=not sys.stderr.isatty(),
     )
     timer = StepTimerCallback()
+    start = time.perf_counter()
+    trainer = None
+    record = {"variant": variant, "seed": seed, "budget": budget.key(), "parameters": model.num_parameters()}
+    curve = []
+    actions = {}
+
+    def timing(upto: int) -> dict:
+        skip = min(5, upto // 2)
+        losses = [h for h in trainer.state.log_history if "loss" in h and h.get("step", 0) <= upto]
+        return {
+            "final_loss": losses[-1]["loss"] if losses else None,
+            "step_time": statistics.median(timer.step_times[skip:upto]),
+            "step_cpu_time": statistics.median(timer.cpu_times[skip:upto]),
+            "train_seconds": time.perf_counter() - start,
+        }
+
+    if curve_every:
+        for step in range(curve_every, total_steps + 1, curve_every):
+            actions[step] = lambda step, model: curve.append(
+                {"step": step, **curve_point(model, tokenizer, raw, tokenized)}
+            )
+    if evaluate and total_steps > budget.steps:
+        at_curve = actions.get(budget.steps)
+
+        def at_budget(step, model):
+            record["at_budget"] = {
+                **record,
+                "train_loss": None,
+                **timing(step),
+                **score(model, tokenizer, raw, tokenized, budget),
+            }
+            if at_curve is not None:
+                at_curve(step, model)
+
+        actions[budget.steps] = at_budget
     trainer = TranslationTrainer(
         model=model,
         args=args,
         train_dataset=tokenized["train"],
         processing_class=tokenizer,
         data_collator=DataCollatorForSeq2Seq(tokenizer, model=model, label_pad_token_id=-100),
-        callbacks=[timer],
+        callbacks=[timer, _score_at_callback(actions)],
         # similar lengths per batch, batches in random order; transformers' group_by_length serves each mega-batch
         # longest to shortest, which left every variant emitting one frequent word (the 1,000-step table of before)
         bucket_by_length=True,
     )
-    start = time.perf_counter()
     output = trainer.train()
-    train_seconds = time.perf_counter() - start
-    skip = min(5, len(timer.step_times) // 2)
-    record = {
-        "variant": variant,
-        "seed": seed,
-        "budget": budget.key(),
-        "parameters": sum(p.numel() for p in model.parameters()),
-        "train_loss": output.training_loss,
-        "final_loss": next((h["loss"] for h in reversed(trainer.state.log_history) if "loss" in h), None),
-        "step_time": statistics.median(timer.step_times[skip:]),
-        "step_cpu_time": statistics.median(timer.cpu_times[skip:]),
-        "train_seconds": train_seconds,
-    }
+    if "at_budget" in record:
+        # the callback ran before the Trainer logged that step's loss
+        record["at_budget"]["final_loss"] = timing(budget.steps)["final_loss"]
+    record.update(train_loss=output.training_loss, **timing(total_steps), steps=total_steps)
+    if curve:
+        record["curve"] = curve
     if not evaluate:
         return record
-    start = time.perf_counter()
-    common = dict(max_source_length=128, max_target_length=128, batch_size=64, disable_tqdm=True)
-    for split in ("test", "gnome"):
-        full = evaluate_translation(
-            model, tokenizer, raw[split], tokenized=tokenized[split], generate=False, desc=split, **common
-        )
-        bleu = evaluate_translation(
-            model,
-            tokenizer,
-            raw[f"{split}_bleu"],
-            tokenized=tokenized[f"{split}_bleu"],
-            num_beams=1,
-            max_length=budget.generation_length,
-            desc=split,
-            **common,
-        )
-        record[split] = {
-            "accuracy": 100 * full["accuracy"],
-            # accuracy points lost when each target gets another segment's source: does the decoder use the source?
-            "source_gap": None if full["source_gap"] is None else 100 * full["source_gap"],
-            "loss": full["loss"],
-            "target_tokens": full["target_tokens"],
-            "bleu": bleu["bleu"],
-            "chrf": bleu["chrf"],
-            "bleu_segments": bleu["segments"],
-            "bleu_signature": bleu["bleu_signature"],
-            "chrf_signature": bleu["chrf_signature"],
-        }
-    record["eval_seconds"] = time.perf_counter() - start
+    scores = score(model, tokenizer, raw, tokenized, budget)
+    record["eval_seconds"] = scores.pop("eval_seconds")
+    record.update(scores)
     return record
 
 
-def _run_one_star(job):
-    return run_one(*job[:4])
+def _run_job(job: dict) -> dict:
+    return run_one(**job)
+
+
+LONG_VARIANTS = ("sinusoidal", "agf+pcmv")
+
+
+def long_report(records: list[dict], budget: Budget, report: Path) -> str:
+    """Markdown and PNG of the long runs: accuracy and source gap over the steps, and the final scores."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.2))
+    for record in records:
+        steps = [p["step"] for p in record["curve"]]
+        for ax, key in zip(axes, ("source_gap", "accuracy")):
+            ax.plot(
+                steps, [p[key] for p in record["curve"]], marker="o", markersize=3, label=LABELS[record["variant"]]
+            )
+    axes[0].set_ylabel("source gap (accuracy points, true − wrong source)")
+    axes[1].set_ylabel("teacher-forced accuracy (%)")
+    for ax in axes:
+        ax.set_xlabel("training step")
+        ax.axvline(budget.steps, color="tab:gray", linewidth=0.8, linestyle="--")
+        ax.grid(alpha=0.3)
+    axes[1].legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize=9)
+    fig.suptitle(
+        f"Long runs, seed {records[0]['seed']}: does the decoder learn to use the source? "
+        f"(in-domain {budget.bleu_samples}-segment subset; dashed: the ablation's {budget.steps} steps)",
+        fontsize=10,
+    )
+    fig.tight_layout()
+    fig.savefig(report / "position_ablation_long.png", dpi=110)
+    plt.close(fig)
+
+    steps = sorted({p["step"] for r in records for p in r["curve"]})
+    points = {r["variant"]: {p["step"]: p for p in r["curve"]} for r in records}
+    names = [LABELS[r["variant"]] for r in records]
+    lines = [
+        f"# Long runs: {records[0]['steps']} steps, seed {records[0]['seed']}",
+        "",
+        "Teacher-forced accuracy and source gap (accuracy with the true source minus with another segment's source) "
+        f"on the {budget.bleu_samples}-segment in-domain subset, during training:",
+        "",
+        "| step | " + " | ".join(f"{n} acc. | {n} gap" for n in names) + " |",
+        "|---|" + "---|---|" * len(records),
+    ]
+    for step in steps:
+        cells = []
+        for record in records:
+            point = points[record["variant"]].get(step)
+            cells += ["n/a", "n/a"] if point is None else [f"{point['accuracy']:.2f}", f"{point['source_gap']:.2f}"]
+        lines.append(f"| {step} | " + " | ".join(cells) + " |")
+    lines += [
+        "",
+        f"Final scores after {records[0]['steps']} steps (full test sets; BLEU / chrF greedy on the fixed subsets):",
+        "",
+        "| variant | in-domain acc. | in-domain gap | in-domain BLEU | in-domain chrF | GNOME acc. | GNOME BLEU | train min |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for record in records:
+        t, g = record["test"], record["gnome"]
+        lines.append(
+            f"| {LABELS[record['variant']]} | {t['accuracy']:.2f} | {t['source_gap']:.2f} | {t['bleu']:.2f} | "
+            f"{t['chrf']:.2f} | {g['accuracy']:.2f} | {g['bleu']:.2f} | {record['train_seconds'] / 60:.0f} |"
+        )
+    lines += [
+        "",
+        f"Same budget as the ablation otherwise (its setup line); the step-{budget.steps} scores of these runs are the "
+        f"seed-{records[0]['seed']} rows of the ablation table. Plot: `position_ablation_long.png`.",
+    ]
+    text = "\n".join(lines) + "\n"
+    (report / "position_ablation_long.md").write_text(text, encoding="utf-8")
+    return text
 
 
 def summarize(records: list[dict], variants: list[str]) -> dict:
@@ -361,7 +535,8 @@ def markdown_table(summary: dict, budget: Budget, meta: dict) -> str:
             f"within noise: {', '.join(noise) or 'none'}."
         )
     metrics = [("test_bleu", "in-domain BLEU"), ("test_chrf", "in-domain chrF"), ("test_accuracy", "in-domain acc."),
-               ("gnome_bleu", "GNOME BLEU"), ("gnome_chrf", "GNOME chrF"), ("gnome_accuracy", "GNOME acc.")]  # fmt: skip
+               ("test_source_gap", "in-domain source gap"), ("gnome_bleu", "GNOME BLEU"), ("gnome_chrf", "GNOME chrF"),
+               ("gnome_accuracy", "GNOME acc."), ("gnome_source_gap", "GNOME source gap")]  # fmt: skip
     welch = [
         "",
         "Difference from sinusoidal, mean ± half-width of the 95 % Welch t interval (`*`: the interval excludes 0):",
@@ -381,17 +556,15 @@ def markdown_table(summary: dict, budget: Budget, meta: dict) -> str:
                 diff, half = interval
                 cells.append(f"{diff:+.2f} ± {half:.2f}{' *' if entry[key]['resolved_vs_reference'] else ''}")
         welch.append(f"| {LABELS[variant]} | " + " | ".join(cells) + " |")
-    pcmv = summary.get("agf+pcmv")
-    if pcmv is not None and pcmv["test_bleu"]["welch_vs_reference"] is not None:
-        beyond = [name for key, name in metrics if pcmv[key]["resolved_vs_reference"]]
+    for variant, entry in summary.items():
+        if variant == REFERENCE or entry["test_bleu"]["welch_vs_reference"] is None:
+            continue
+        beyond = [name for key, name in metrics if entry[key]["resolved_vs_reference"]]
+        within = [name for key, name in metrics if entry[key]["resolved_vs_reference"] is False]
         welch += [
             "",
-            "**AGF + PCM-V vs sinusoidal:** "
-            + (
-                f"differs beyond the noise in {', '.join(beyond)}."
-                if beyond
-                else "no difference beyond the noise in any of the six scores."
-            ),
+            f"**{LABELS[variant]} vs sinusoidal:** beyond the noise in {', '.join(beyond) or 'none'}; within the noise "
+            f"in {', '.join(within) or 'none'}.",
         ]
     notes = [
         "",
@@ -509,6 +682,15 @@ def main(argv=None) -> int:
     parser.add_argument(
         "--report-only", action="store_true", help="write the report from the finished runs; run nothing"
     )
+    parser.add_argument(
+        "--long",
+        type=int,
+        metavar="STEPS",
+        help="also train --long-variants this many steps (first seed), with a source-gap curve; their scores at the "
+        "budget's steps are that seed's ablation runs",
+    )
+    parser.add_argument("--long-variants", nargs="+", choices=list(VARIANTS), default=list(LONG_VARIANTS))
+    parser.add_argument("--curve-every", type=int, default=500, help="steps between curve points of --long [500]")
     parser.add_argument("--output-dir", default="benchmarks/out/position_ablation", help="[%(default)s]")
     parser.add_argument("--report-dir", help="where the .md / .png / .json go [benchmarks/results, quick: output-dir]")
     args = parser.parse_args(argv)
@@ -540,14 +722,34 @@ def main(argv=None) -> int:
     runs_file = out / "runs.jsonl"
     records = _load_records(runs_file, budget.key())
     done = {(r["variant"], r["seed"]) for r in records}
+    long_file = out / "long_runs.jsonl"
+    long_records = [r for r in _load_records(long_file, budget.key()) if r["steps"] == args.long]
+    long_done = {r["variant"] for r in long_records}
+    jobs = []
+    if args.long:
+        if args.long <= budget.steps:
+            parser.error(f"--long must exceed the budget's {budget.steps} steps")
+        seed = budget.seeds[0]
+        for variant in args.long_variants:
+            if variant not in long_done:
+                jobs.append(dict(variant=variant, seed=seed, steps=args.long, curve_every=args.curve_every))
+                done.add((variant, seed))  # its ablation run is the long run at the budget's step count
     # seed-major order: each seed's variants run close together in time, so load drift hits them alike
-    jobs = [(v, s, budget, out) for s in budget.seeds for v in args.variants if (v, s) not in done]
+    jobs += [dict(variant=v, seed=s) for s in budget.seeds for v in args.variants if (v, s) not in done]
+    jobs = [dict(job, budget=budget, cache_dir=out) for job in jobs]
     if args.report_only:
         jobs = []
         args.variants = [v for v in args.variants if any(r["variant"] == v for r in records)]
-    print(f"{len(jobs)} runs to do, {len(done)} already in {runs_file}", flush=True)
+    print(f"{len(jobs)} runs to do, {len(records)} already in {runs_file}", flush=True)
 
     def record_done(record):
+        if "at_budget" in record:
+            long_records.append({k: v for k, v in record.items() if k != "at_budget"})
+            with long_file.open("a") as f:
+                f.write(json.dumps(long_records[-1]) + "\n")
+            record = record["at_budget"]
+            if any((r["variant"], r["seed"]) == (record["variant"], record["seed"]) for r in records):
+                return  # a long run redone; the ablation keeps its first record
         records.append(record)
         with runs_file.open("a") as f:
             f.write(json.dumps(record) + "\n")
@@ -555,20 +757,23 @@ def main(argv=None) -> int:
         print(
             f"[{(time.perf_counter() - start) / 60:5.1f} min] {LABELS[record['variant']]:<22} seed {record['seed']}: "
             f"acc {t.get('accuracy', float('nan')):.2f}  BLEU {t.get('bleu', float('nan')):.2f}  "
-            f"step {1000 * record['step_time']:.0f} ms",
+            f"gap {t.get('source_gap') or float('nan'):.2f}  step {1000 * record['step_time']:.0f} ms",
             flush=True,
         )
 
     if args.jobs > 1:
         import multiprocessing
-        from concurrent.futures import ProcessPoolExecutor
+        from concurrent.futures import ProcessPoolExecutor, as_completed
 
         with ProcessPoolExecutor(args.jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
-            for record in pool.map(_run_one_star, jobs):
-                record_done(record)
+            for future in as_completed([pool.submit(_run_job, job) for job in jobs]):
+                record_done(future.result())
     else:
         for job in jobs:
-            record_done(run_one(*job))
+            record_done(run_one(**job))
+    if long_records:
+        order = {v: i for i, v in enumerate(args.long_variants)}
+        print(long_report(sorted(long_records, key=lambda r: order.get(r["variant"], 99)), budget, report))
 
     summary = summarize(records, args.variants)
     meta = {

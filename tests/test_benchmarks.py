@@ -129,3 +129,23 @@ def test_position_ablation_quick_reports_the_source_gap_of_each_variant(tmp_path
         assert rows[label] not in ("", "n/a"), rows
         float(rows[label].split()[0])
     assert (tmp_path / "position_ablation.png").stat().st_size > 10_000
+
+    # a long run of sinusoidal: its curve, and its scores at the budget's steps are those of the plain run above
+    argv[argv.index("--variants") + 1 : argv.index("--output-dir")] = ["sinusoidal"]
+    argv[argv.index("--output-dir") + 1] = str(tmp_path / "long")
+    argv += ["--long", "16", "--curve-every", "4"]
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    curve = markdown_tables((tmp_path / "position_ablation_long.md").read_text())[0]
+    assert [row[0] for row in curve[1:]] == ["4", "8", "12", "16"]
+    assert (tmp_path / "position_ablation_long.png").stat().st_size > 10_000
+
+    def runs(folder):
+        lines = (tmp_path / folder / "quick" / "runs.jsonl").read_text().splitlines()
+        return {(r["variant"], r["seed"]): r for r in map(json.loads, lines)}
+
+    plain, long = runs("out")[("sinusoidal", 0)], runs("long")[("sinusoidal", 0)]
+    for split in ("test", "gnome"):
+        assert long[split]["loss"] == plain[split]["loss"] and long[split]["accuracy"] == plain[split]["accuracy"]
+    assert long["final_loss"] == plain["final_loss"]
+    assert runs("long")[("sinusoidal", 1)]["test"]["loss"] == runs("out")[("sinusoidal", 1)]["test"]["loss"]

@@ -42,6 +42,12 @@ def _card_architecture(config: AgfConfig) -> list[tuple[str, object]]:
         ("feed-forward size (encoder / decoder)", f"{config.encoder_ffn_dim} / {config.decoder_ffn_dim}"),
         ("position encoding", config.position_encoding),
         ("PCM-V (value-side coefficient)", bool(getattr(config, "pcmv", False))),
+        # what the embeddings carry: the decoupled schemes add nothing, the hybrid adds the vanilla sinusoids
+        (
+            "absolute sinusoidal positions",
+            config.position_encoding == "sinusoidal" or bool(getattr(config, "absolute_positions", False)),
+        ),
+        ("cross-attention positional prior", getattr(config, "agf_cross_attention", "none")),
     ]
 
 

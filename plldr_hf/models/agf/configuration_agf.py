@@ -16,7 +16,7 @@ from .position_encodings import POSITION_ENCODINGS
 
 
 AGF_INITS = ("spread", "flat")
-AGF_CROSS_ATTENTION = ("none", "relative")
+AGF_CROSS_ATTENTION = ("none", "relative", "normalized")
 PCMV_COEFFICIENTS = ("shared", "separate")
 
 
@@ -103,6 +103,10 @@ class AgfConfig(PreTrainedConfig):
             Learn Base = softplus(β) per head and side; otherwise Base is fixed at 1. Default: False.
         agf_min_radius (`float`, *optional*):
             ε_r in r = softplus(ρ) + ε_r, keeping r away from 0 where ∂c/∂r blows up. Default: 0.05.
+        agf_positive_exponent (`bool`, *optional*):
+            Constrain the LC1 exponent to k > 0 through k = softplus(κ), so the coefficient can only decay with
+            distance (the "gravitational" reading); otherwise k is a free parameter and may turn negative.
+            Needs `agf_init="spread"` (k = 0 has no softplus preimage). Default: False.
         agf_init (`str`, *optional*):
             `"spread"`: r log-spaced in [1, 64] and k log-spaced in [0.25, 2] across heads (ALiBi-like);
             `"flat"`: k = 0, so c ≡ 1 at init. Default: `"spread"`.
@@ -117,7 +121,11 @@ class AgfConfig(PreTrainedConfig):
             cross-attention) instead of one per layer. Default: False.
         agf_cross_attention (`str`, *optional*):
             `"none"`: cross-attention gets no coefficient; `"relative"`: it gets its own AGF coefficient of
-            δ = (target position − source position) (an ablation). Default: `"none"`.
+            δ = (target position − source position); `"normalized"`: of the length-normalised distance
+            δ = round(100·i/S) − round(100·j/S) for target position i, source position j and source length S, in
+            percent of the source sentence (the target length T of |i/T − j/S| is unknown while decoding, so
+            T is taken as S). Both are positional priors that let cross-attention align target and source without
+            absolute positions. Default: `"none"`.
         pcmv (`bool`, *optional*):
             PCM-V: weight the values by the coefficient after the softmax, o_m = Σ_n a_mn·c_mn·v_n, without
             renormalising (arXiv 2603.04805). Needs `position_encoding="agf"`. Default: False.
@@ -191,6 +199,7 @@ class AgfConfig(PreTrainedConfig):
         agf_directional: bool = True,
         agf_learn_base: bool = False,
         agf_min_radius: float = 0.05,
+        agf_positive_exponent: bool = False,
         agf_init: str = "spread",
         agf_amplitude_max_distance: int = 0,
         agf_feature_weights: bool = False,
@@ -233,6 +242,7 @@ class AgfConfig(PreTrainedConfig):
         self.agf_learn_base = agf_learn_base
         self.agf_min_radius = agf_min_radius
         self.agf_init = agf_init
+        self.agf_positive_exponent = agf_positive_exponent
         self.agf_amplitude_max_distance = agf_amplitude_max_distance
         self.agf_feature_weights = agf_feature_weights
         self.agf_share_across_layers = agf_share_across_layers
@@ -281,6 +291,7 @@ class AgfConfig(PreTrainedConfig):
             "agf_power_law",
             "agf_directional",
             "agf_learn_base",
+            "agf_positive_exponent",
             "agf_feature_weights",
             "agf_share_across_layers",
             "pcmv",
@@ -311,6 +322,11 @@ class AgfConfig(PreTrainedConfig):
         if self.agf_cross_attention not in AGF_CROSS_ATTENTION:
             raise ValueError(
                 f"`agf_cross_attention` must be one of {AGF_CROSS_ATTENTION}, got {self.agf_cross_attention!r}"
+            )
+        if self.agf_positive_exponent and self.agf_init == "flat":
+            raise ValueError(
+                "`agf_positive_exponent=True` keeps k > 0, but `agf_init='flat'` starts at k = 0; use "
+                "`agf_init='spread'` or drop the constraint"
             )
         if self.pcmv_coefficient not in PCMV_COEFFICIENTS:
             raise ValueError(f"`pcmv_coefficient` must be one of {PCMV_COEFFICIENTS}, got {self.pcmv_coefficient!r}")

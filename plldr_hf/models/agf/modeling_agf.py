@@ -67,6 +67,7 @@ from .positions import (
     T5RelativeBias,
     add_absolute_positions,
     apply_rotary,
+    cross_attention_context,
     gather_distance_table,
     position_modules,
     position_terms,
@@ -544,7 +545,7 @@ class AgfDecoderLayer(_AgfLayer):
          LN
          ├─────────────┐
          │         encoder_attn   a = softmax(q·kᵀ/√d + source padding mask),  o = a·V
-         (+) ◄─────────┘          (·c(δ) and PCM-V only with agf_cross_attention="relative")
+         (+) ◄─────────┘          (·c(δ) and PCM-V only with agf_cross_attention "relative" or "normalized")
          LN
          ├─────────────┐
          │         fc1 → act → fc2
@@ -895,7 +896,7 @@ class AgfDecoder(AgfPreTrainedModel):
         shared_terms = self._shared_terms((self.position_encoding, self.value_coefficient), context)
         cross_context = cross_shared_terms = None
         if encoder_positions is not None:
-            cross_context = PositionContext(query_positions, encoder_positions)
+            cross_context = cross_attention_context(self.config, query_positions, encoder_positions)
             cross_modules = (self.cross_position_encoding, self.cross_value_coefficient)
             cross_shared_terms = self._shared_terms(cross_modules, cross_context)
 

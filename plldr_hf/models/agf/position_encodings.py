@@ -63,4 +63,26 @@ POSITION_VARIANTS: dict[str, tuple[str, dict]] = {
         "AGF + PCM-V + absolute",
         {"position_encoding": "agf", "pcmv": True, "absolute_positions": True},
     ),
+    # a positional prior in cross-attention instead of absolute positions: the AGF coefficient of the source-length-
+    # normalised distance (`agf_cross_attention`), and of the plain distance i − j
+    "agf+pcmv+cross": (
+        "AGF + PCM-V + cross prior",
+        {"position_encoding": "agf", "pcmv": True, "agf_cross_attention": "normalized"},
+    ),
+    "agf+pcmv+cross-rel": (
+        "AGF + PCM-V + cross prior (i − j)",
+        {"position_encoding": "agf", "pcmv": True, "agf_cross_attention": "relative"},
+    ),
+    # the paper's other learnable components switched on: LC2 (an amplitude per distance up to ±16) and LC3 (a
+    # weight per head and feature), with the LC1 exponent kept positive
+    "agf+pcmv+lc": (
+        "AGF + PCM-V + LC2 + LC3, k > 0",
+        {
+            "position_encoding": "agf",
+            "pcmv": True,
+            "agf_amplitude_max_distance": 16,
+            "agf_feature_weights": True,
+            "agf_positive_exponent": True,
+        },
+    ),
 }

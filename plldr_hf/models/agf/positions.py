@@ -17,7 +17,7 @@ Symbols (paper → code):
 | δ = m − n | signed distance, query minus key position (δ > 0: key in the past) | `delta` |
 | σ | side of δ: 0 past/self (δ ≥ 0), 1 future (δ < 0) | `side` |
 | r_{h,σ} | LC1 radius, softplus(ρ) + ε_r | `AgfPositionCoefficient.radius_raw` (ρ), `agf_min_radius` (ε_r) |
-| k_{h,σ} | LC1 exponent, unconstrained (c > 0 for any k; k = 0 gives c ≡ 1) | `AgfPositionCoefficient.exponent` |
+| k_{h,σ} | LC1 exponent, unconstrained (c > 0 for any k; k = 0 gives c ≡ 1), or k = softplus(κ) > 0 with `agf_positive_exponent` | `AgfPositionCoefficient.exponent` / `.exponent_raw` |
 | Base_{h,σ} | LC1 scale, softplus(β) or fixed 1 | `AgfPositionCoefficient.base_raw` (β) |
 | A_h(δ) | LC2 amplitude, exp(α), δ clipped to ±D_max | `AgfPositionCoefficient.amplitude_raw` (α = log A) |
 | w_{h,j} | LC3 per-feature weight, exp(ω) | `AgfPositionCoefficient.feature_weight_raw` (ω = log w) |
@@ -274,6 +274,7 @@ class AgfPositionCoefficient(nn.Module):
             power_law=config.agf_power_law,
             directional=config.agf_directional,
             learn_base=config.agf_learn_base,
+            positive_exponent=config.agf_positive_exponent,
             min_radius=config.agf_min_radius,
             init_mode=config.agf_init,
             amplitude_max_distance=config.agf_amplitude_max_distance,
@@ -293,6 +294,7 @@ class AgfPositionCoefficient(nn.Module):
         power_law: bool = True,
         directional: bool = True,
         learn_base: bool = False,
+        positive_exponent: bool = False,
         min_radius: float = 0.05,
         init_mode: str = "spread",
         amplitude_max_distance: int = 0,
@@ -304,6 +306,7 @@ class AgfPositionCoefficient(nn.Module):
         self.power_law = power_law
         self.directional = directional
         self.learn_base = learn_base
+        self.positive_exponent = positive_exponent
         self.min_radius = min_radius
         self.init_mode = init_mode
         self.amplitude_max_distance = amplitude_max_distance
@@ -311,7 +314,11 @@ class AgfPositionCoefficient(nn.Module):
         sides = 2 if directional else 1
         if power_law:
             self.radius_raw = nn.Parameter(torch.empty(num_heads, sides))
-            self.exponent = nn.Parameter(torch.empty(num_heads, sides))
+            # k itself, or κ of k = softplus(κ) under the k > 0 constraint (another name: checkpoints don't mix)
+            if positive_exponent:
+                self.exponent_raw = nn.Parameter(torch.empty(num_heads, sides))
+            else:
+                self.exponent = nn.Parameter(torch.empty(num_heads, sides))
             if learn_base:
                 self.base_raw = nn.Parameter(torch.empty(num_heads, sides))
         if amplitude_max_distance > 0:
@@ -339,7 +346,10 @@ class AgfPositionCoefficient(nn.Module):
             # inverse of r = softplus(ρ) + ε_r
             shifted = radius - self.min_radius
             values["radius_raw"] = (shifted + torch.log(-torch.expm1(-shifted)))[:, None].expand(-1, sides)
-            values["exponent"] = exponent[:, None].expand(-1, sides)
+            if self.positive_exponent:
+                values["exponent_raw"] = (exponent + torch.log(-torch.expm1(-exponent)))[:, None].expand(-1, sides)
+            else:
+                values["exponent"] = exponent[:, None].expand(-1, sides)
             if self.learn_base:
                 values["base_raw"] = torch.full((self.num_heads, sides), math.log(math.e - 1.0), dtype=torch.float64)
         if self.amplitude_max_distance > 0:
@@ -360,7 +370,7 @@ class AgfPositionCoefficient(nn.Module):
         radius = exponent = log_base = log_amplitude = None
         if self.power_law:
             radius = F.softplus(self.radius_raw.float()) + self.min_radius  # (H, sides)
-            exponent = self.exponent.float()
+            exponent = F.softplus(self.exponent_raw.float()) if self.positive_exponent else self.exponent.float()
             if self.learn_base:
                 log_base = torch.log(F.softplus(self.base_raw.float()))
         if self.amplitude_max_distance > 0:
@@ -511,7 +521,7 @@ def position_modules(config: AgfConfig, num_heads: int, *, causal: bool, cross: 
     Ownership has one rule (`shares_positions`): parameters shared by a stack's layers belong to the stack
     (`encoder.position_encoding`, `decoder.cross_position_encoding`, ...), which evaluates them once per forward;
     per-layer parameters belong to that layer's attention. Cross-attention has a position term only with
-    `agf_cross_attention="relative"`. PCM-V's own coefficient exists with `pcmv_coefficient="separate"`.
+    `agf_cross_attention` "relative" or "normalized". PCM-V's own coefficient exists with `pcmv_coefficient="separate"`.
     """
     if cross and config.agf_cross_attention == "none":
         return None, None
@@ -553,6 +563,30 @@ def self_attention_context(config: AgfConfig, query_positions, key_positions, nu
     if position_encoding_of(config).rotary:
         rotary = rotary_cos_sin(query_positions, config.d_model // num_heads, config.rope_theta)
     return PositionContext(query_positions, key_positions, rotary)
+
+
+# the scale of `agf_cross_attention="normalized"`: distances in percent of the source length
+NORMALIZED_CROSS_SCALE = 100
+
+
+def cross_attention_context(
+    config: AgfConfig, query_positions: torch.Tensor, encoder_positions: torch.Tensor
+) -> PositionContext:
+    """The `PositionContext` of cross-attention: target positions i against source positions j.
+
+    With `agf_cross_attention="normalized"` both are rescaled to percent of the row's source length S (its real
+    tokens, from the padding-aware `encoder_positions`), so δ = round(100·i/S) − round(100·j/S) approximates
+    100·|i/T − j/S| with the unknown target length T taken as S. Integer positions keep the distance table, the
+    flex path and the KV cache as they are for every other attention.
+    """
+    if config.agf_cross_attention != "normalized":
+        return PositionContext(query_positions, encoder_positions)
+    source_length = (encoder_positions.amax(dim=-1, keepdim=True) + 1).double()
+
+    def scaled(positions):
+        return torch.round(NORMALIZED_CROSS_SCALE * positions.double() / source_length).long()
+
+    return PositionContext(scaled(query_positions), scaled(encoder_positions))
 
 
 def add_absolute_positions(config: AgfConfig, embeddings: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:

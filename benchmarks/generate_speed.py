@@ -145,7 +145,7 @@ def build_models(sizes: dict, variants: list[str], prompt_len: int):
     import copy
 
     import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
+    from transformers import LlamaForCausalLM
 
     from plldr_hf import PldrllmConfig, PldrllmForCausalLM
 
@@ -173,21 +173,26 @@ def build_models(sizes: dict, variants: list[str], prompt_len: int):
             if key in variants:
                 models[key] = pldr
     if "d" in variants:
-        config = LlamaConfig(
-            **common,
-            num_key_value_heads=sizes["num_attention_heads"],
-            max_position_embeddings=max_positions,
-            attention_bias=True,
-            mlp_bias=True,
-            tie_word_embeddings=False,
-            rope_theta=10000.0,
-            pad_token_id=0,
-            bos_token_id=2,
-            eos_token_id=3,
-        )
+        config = llama_config(common, max_positions, pad_token_id=0, bos_token_id=2, eos_token_id=3)
         config._attn_implementation = "sdpa"
         models["d"] = LlamaForCausalLM(config).eval()
     return models
+
+
+def llama_config(sizes: dict, max_positions: int, **special_ids):
+    """The Llama of equal size to PLDR-LLM: the same widths, biases on every projection, an untied head."""
+    from transformers import LlamaConfig
+
+    return LlamaConfig(
+        **sizes,
+        num_key_value_heads=sizes["num_attention_heads"],
+        max_position_embeddings=max_positions,
+        attention_bias=True,
+        mlp_bias=True,
+        tie_word_embeddings=False,
+        rope_theta=10000.0,
+        **special_ids,
+    )
 
 
 def weight_bytes(model) -> int:

@@ -207,3 +207,49 @@ def markdown_tables(text: str) -> list[list[list[str]]]:
             tables.append([rows[0]] + rows[2:])
             block = []
     return tables
+
+
+def complete_on_server(argv: list[str], port: int, payload: dict, *, env=None, startup_s: float = 180) -> dict:
+    """Starts an OpenAI-compatible server (`argv`, listening on 127.0.0.1:`port`), waits until `/health` answers,
+    posts one `/v1/completions` request and returns its JSON answer; the server is stopped in every case."""
+    import json
+    import subprocess
+    import time
+    import urllib.request
+
+    server = subprocess.Popen(
+        argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env, cwd=REPO_ROOT
+    )
+    try:
+        deadline = time.time() + startup_s
+        while True:
+            assert server.poll() is None, server.stderr.read()[-4000:]
+            assert time.time() < deadline, f"the server did not come up within {startup_s:.0f} s"
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2):
+                    break
+            except OSError:
+                time.sleep(0.5)
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{port}/v1/completions",
+            data=json.dumps(payload).encode(),
+            headers={"Content-Type": "application/json"},
+            method="POST",
+        )
+        with urllib.request.urlopen(request, timeout=120) as response:
+            return json.loads(response.read())
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            server.kill()
+
+
+def free_port() -> int:
+    """A free TCP port on the loopback interface."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]

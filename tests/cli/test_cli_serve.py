@@ -1,31 +1,12 @@
 """`plldr-hf serve`: transformers' own OpenAI-compatible server with continuous batching answers a completion request
 for a collapsed PLDR-LLM with the tokens `generate()` gives (loopback only, one request, bounded in time)."""
 
-import json
 import os
-import socket
-import subprocess
 import sys
-import time
-import urllib.request
 
 import torch
 
-from tests.utils import REPO_ROOT, tiny_model, tiny_pldrllm_tokenizer
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def _post(url: str, payload: dict) -> dict:
-    request = urllib.request.Request(
-        url, data=json.dumps(payload).encode(), headers={"Content-Type": "application/json"}, method="POST"
-    )
-    with urllib.request.urlopen(request, timeout=60) as response:
-        return json.loads(response.read())
+from tests.utils import complete_on_server, free_port, tiny_model, tiny_pldrllm_tokenizer
 
 
 def test_transformers_serve_with_continuous_batching_answers_like_generate(tmp_path):
@@ -47,33 +28,12 @@ def test_transformers_serve_with_continuous_batching_answers_like_generate(tmp_p
             break
     assert expected is not None, "no test prompt with a continuation"
 
-    port = _free_port()
+    port = free_port()
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
     argv = [sys.executable, "-m", "plldr_hf", "serve", str(folder), "--continuous-batching"]
     argv += ["--host", "127.0.0.1", "--port", str(port), "--device", "cpu"]
-    server = subprocess.Popen(
-        argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env, cwd=REPO_ROOT
-    )
-    try:
-        deadline = time.time() + 180
-        while True:
-            assert server.poll() is None, server.stderr.read()[-3000:]
-            assert time.time() < deadline, "the server did not come up within 180 s"
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2):
-                    break
-            except OSError:
-                time.sleep(0.5)
-        answer = _post(
-            f"http://127.0.0.1:{port}/v1/completions",
-            {"model": str(folder), "prompt": expected[0], "max_tokens": 6, "temperature": 0},
-        )
-    finally:
-        server.terminate()
-        try:
-            server.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            server.kill()
+    payload = {"model": str(folder), "prompt": expected[0], "max_tokens": 6, "temperature": 0}
+    answer = complete_on_server(argv, port, payload, env=env)
     assert answer["object"] == "text_completion"
     assert answer["choices"][0]["text"].strip() == expected[1].strip()
     assert answer["usage"]["completion_tokens"] >= 3

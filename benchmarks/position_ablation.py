@@ -584,8 +584,9 @@ def markdown_table(summary: dict, budget: Budget, meta: dict) -> str:
         "each, sacrebleu "
         f"`{meta['bleu_signature']}` / `{meta['chrf_signature']}`. Step time: median "
         f"optimizer step (wall clock, and CPU time of the run's process) on {meta['machine']}, {budget.threads} "
-        f"thread(s) per run, {meta['jobs']} run(s) at a time, relative to the sinusoidal run of the same seed. Sweep "
-        f"time {meta['run_minutes']:.0f} min of runs ({meta['jobs']} at a time).",
+        f"thread(s) per run, {meta['jobs']} run(s) at a time, relative to the sinusoidal run of the same seed. Sum of "
+        f"the runs' training and scoring time divided by the runs at a time: {meta['run_minutes']:.0f} min (a long "
+        "run counts up to its scoring at the budget's steps).",
         "",
         "The paper column is a different setting (WMT17, 5.9M pairs, a larger model trained far longer); only the "
         "ordering of the variants is comparable, not the absolute numbers. Its values come from the project's "

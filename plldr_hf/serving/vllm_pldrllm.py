@@ -85,6 +85,14 @@ class PldrllmAttention(nn.Module):
             quant_config=quant_config,
             prefix=f"{prefix}.attn",
         )
+        backend = self.attn.attn_backend
+        if not backend.supports_head_size(self.head_dim):
+            # refused at load: otherwise the server starts and fails on its first request
+            raise ValueError(
+                f"PLDR-LLM: vLLM's {backend.get_name()} attention does not support head_dim={self.head_dim} "
+                f"(supported: {backend.get_supported_head_sizes()}); serve this model with transformers instead "
+                "(`plldr-hf serve`)"
+            )
 
     def _load_g(self, param: nn.Parameter, g_all_heads: torch.Tensor) -> None:
         start = get_tensor_model_parallel_rank() * self.num_heads

@@ -30,7 +30,7 @@ def register(subparsers) -> None:
     parser.add_argument(
         "--translator",
         choices=tuple(load_light_module("plldr_hf.models.agf.position_encodings").POSITION_VARIANTS),
-        help="position handling of the translator [sinusoidal: the one that learns to translate in this budget]",
+        help="position handling of the translator [agf+pcmv+abs: the AGF paper's AGF + PCM-V with absolute sinusoids, which uses its source at this budget]",
     )
     add_overwrite_flag(parser, "--output-dir")
     parser.set_defaults(func=run)

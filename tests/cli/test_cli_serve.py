@@ -4,11 +4,17 @@ for a collapsed PLDR-LLM with the tokens `generate()` gives (loopback only, one 
 import os
 import sys
 
+import pytest
 import torch
 
+from plldr_hf.models.pldrllm.modeling_pldrllm import CONTINUOUS_BATCHING_SUPPORTED
 from tests.utils import complete_on_server, free_port, tiny_model, tiny_pldrllm_tokenizer
 
 
+@pytest.mark.skipif(
+    not CONTINUOUS_BATCHING_SUPPORTED,
+    reason="continuous batching needs transformers >= 5.24 (the serving extra's floor)",
+)
 def test_transformers_serve_with_continuous_batching_answers_like_generate(tmp_path):
     tokenizer = tiny_pldrllm_tokenizer()
     ids = dict(pad_token_id=tokenizer.pad_token_id, bos_token_id=tokenizer.bos_token_id)

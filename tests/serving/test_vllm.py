@@ -39,8 +39,8 @@ def _model(folder, *, collapse=True, **overrides):
     torch.manual_seed(0)
     # no end token in the model config: `generate()` then never stops or masks it (its min_new_tokens would suppress
     # the end token, which vLLM's ignore_eos does not), so both give exactly the tokens of greedy argmax
-    config = dict(vocab_size=len(tokenizer), eos_token_id=None, head_dim=32, hidden_size=64)
-    model = tiny_model("sdpa", **config, **ids, **overrides).eval()
+    config = dict(vocab_size=len(tokenizer), eos_token_id=None, head_dim=32, hidden_size=64, **ids)
+    model = tiny_model("sdpa", **{**config, **overrides}).eval()
     if collapse:
         model.collapse(force=True)
     model.save_pretrained(folder)
@@ -86,13 +86,21 @@ def test_vllm_greedy_tokens_equal_generate(tmp_path, kind):
     assert got == expected
 
 
-def test_vllm_refuses_a_learned_g_and_names_collapse(tmp_path):
-    _model(tmp_path, collapse=False)
+@pytest.mark.parametrize(
+    "kind, message",
+    [("learned-G", ("serves a fixed G only", "collapse(")), ("head-size-16", ("head_dim=16", "plldr-hf serve"))],
+)
+def test_vllm_refuses_what_it_cannot_serve_at_load(tmp_path, kind, message):
+    """A learned G (the message names `collapse()`), and a head size vLLM's CPU attention lacks (it would otherwise
+    start and fail on the first request)."""
+    if kind == "learned-G":
+        _model(tmp_path, collapse=False)
+    else:
+        _model(tmp_path, head_dim=16, hidden_size=32)
     proc, got = _vllm(tmp_path, [[4, 5, 6]])
-    assert got is None
-    assert proc.returncode != 0
+    assert proc.returncode != 0 and got is None
     log = proc.stdout + proc.stderr  # the engine process logs the error to stdout
-    assert "serves a fixed G only" in log and "collapse(" in log
+    assert all(part in log for part in message), log[-3000:]
 
 
 def test_vllm_serve_answers_a_completion_like_generate(tmp_path):

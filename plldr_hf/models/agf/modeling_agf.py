@@ -651,9 +651,11 @@ class AgfPreTrainedModel(PreTrainedModel):
                     # the terms reach the layers as data; reentrant checkpointing tracks only a layer's positional
                     # tensor arguments, and its backward then runs through the terms' graph once per layer (torch
                     # stops with "Trying to backward through the graph a second time")
+                    # transformers 5.24 renamed gradient_checkpointing_enable
+                    enable = "activation" if hasattr(self, "activation_checkpointing_enable") else "gradient"
                     raise ValueError(
                         "AGF: position parameters shared across layers (agf_share_across_layers or T5 bias) need "
-                        "non-reentrant gradient checkpointing (the default); call activation_checkpointing_enable() "
+                        f"non-reentrant gradient checkpointing (the default); call {enable}_checkpointing_enable() "
                         "without use_reentrant=True"
                     )
         return terms

@@ -71,8 +71,12 @@ class AgfTranslationPipeline(Pipeline):
         return self.tokenizer(text, return_tensors="pt", truncation=truncation, max_length=max_length)
 
     def _forward(self, model_inputs, **generate_kwargs):
-        # merges the generation settings given when the pipeline was built and the pipeline defaults
-        generate_kwargs = self._prepare_generate_kwargs(generate_kwargs)
+        if hasattr(self, "_prepare_generate_kwargs"):
+            # transformers >= 5.2x: merges the settings given when the pipeline was built and the pipeline defaults
+            generate_kwargs = self._prepare_generate_kwargs(generate_kwargs)
+        else:
+            # older 5.x (5.19, vLLM's pin): the pipeline's generation config, unless the call passes its own
+            generate_kwargs.setdefault("generation_config", self.generation_config)
         output_ids = self.model.generate(**model_inputs, **generate_kwargs)
         return {"output_ids": output_ids}
 

@@ -125,6 +125,14 @@ def is_paged(cache) -> bool:
 # input checks below as marked copies (tests/test_copies.py keeps them equal).
 # Copied from plldr_hf.models.agf.modeling_agf.CACHE_NAME
 CACHE_NAME = "cache" if "cache" in inspect.signature(create_causal_mask).parameters else "past_key_values"
+# the paged cache contract this model follows (the model writes the cache, the attention function reads it) is that of
+# transformers >= 5.24, which also renamed the cache keyword; before, the paged attention functions wrote the cache
+# themselves, and transformers' eager one then stopped and returned nothing for every request
+CONTINUOUS_BATCHING_SUPPORTED = CACHE_NAME == "cache"
+CONTINUOUS_BATCHING_NEEDS_TRANSFORMERS = (
+    "continuous batching of PLDR-LLM (generate_batch, cache_implementation='paged', transformers serve) needs "
+    "transformers >= 5.24; upgrade transformers, or use model.generate() on a left-padded batch"
+)
 
 
 # Copied from plldr_hf.models.agf.modeling_agf.merge_cache_kwargs
@@ -702,6 +710,8 @@ class PldrllmModel(PldrllmPreTrainedModel):
 
         fixed = cfg.has_fixed_G
         paged = is_paged(past_key_values)
+        if paged and not CONTINUOUS_BATCHING_SUPPORTED:
+            raise NotImplementedError(CONTINUOUS_BATCHING_NEEDS_TRANSFORMERS)
         if paged and not fixed:
             raise NotImplementedError(CONTINUOUS_BATCHING_NEEDS_FIXED_G)
         if use_cache and past_key_values is None:
@@ -872,6 +882,8 @@ class PldrllmForCausalLM(PldrllmPreTrainedModel, GenerationMixin):
         """transformers' continuous batching (`generate_batch`, `generate(cache_implementation="paged")`,
         `transformers serve`), for a fixed G (collapsed or `custom_G_type`) only; a learned G is refused here, before
         anything is generated."""
+        if not CONTINUOUS_BATCHING_SUPPORTED:
+            raise NotImplementedError(CONTINUOUS_BATCHING_NEEDS_TRANSFORMERS)
         if not self.config.has_fixed_G:
             raise NotImplementedError(CONTINUOUS_BATCHING_NEEDS_FIXED_G)
         return super().init_continuous_batching(*args, **kwargs)

@@ -82,6 +82,12 @@ def randomize_position_parameters(model: torch.nn.Module, scale: float = 0.5) ->
                     param.abs_()
 
 
+def checkpointing_enable(model, kwargs=None):
+    # transformers 5.24 renamed gradient_checkpointing_enable; the floor (5.19) has only the old name
+    enable = getattr(model, "activation_checkpointing_enable", None) or model.gradient_checkpointing_enable
+    enable(kwargs)
+
+
 def make_model(variant: str, **overrides) -> AgfForConditionalGeneration:
     model = AgfForConditionalGeneration(tiny_agf_config(**VARIANTS[variant], **overrides))
     randomize_position_parameters(model)
@@ -595,7 +601,10 @@ def test_cached_decoding_with_left_padded_prompt_matches_full_forward(variant):
             use_cache=True,
         )
         assert_close("prefill", full[:, :3][decoder_mask[:, :3].bool()], step.logits[decoder_mask[:, :3].bool()])
-        encoder_outputs, cache = BaseModelOutput(last_hidden_state=step.encoder_last_hidden_state), step.cache
+        encoder_outputs, cache = (
+            BaseModelOutput(last_hidden_state=step.encoder_last_hidden_state),
+            getattr(step, agf.CACHE_NAME),
+        )
         for t in range(3, 6):
             inputs = {
                 "encoder_outputs": encoder_outputs,
@@ -608,7 +617,7 @@ def test_cached_decoding_with_left_padded_prompt_matches_full_forward(variant):
                 # the test can see an off-by-one: the same step one position later gives other logits
                 wrong = model(**inputs, cache=_copy_cache(cache), decoder_position_ids=torch.tensor([[2], [4]]))
             step = model(**inputs, cache=cache)
-            cache = step.cache
+            cache = getattr(step, agf.CACHE_NAME)
             assert_close(f"step {t}", full[:, t], step.logits[:, 0], atol=1e-5)
             if variant != "none" and t == 3:
                 assert not torch.allclose(wrong.logits[:, 0], full[:, 3], atol=1e-3)
@@ -730,7 +739,7 @@ def test_gradient_checkpointing_gives_the_same_gradients():
         return {name: param.grad.clone() for name, param in model.named_parameters() if param.grad is not None}
 
     reference = gradients()
-    model.activation_checkpointing_enable()
+    checkpointing_enable(model)
     checkpointed = gradients()
     assert reference.keys() == checkpointed.keys()
     for name, grad in reference.items():
@@ -858,13 +867,13 @@ def test_shared_position_terms_train_exactly_under_gradient_checkpointing():
         return {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
 
     reference = gradients()
-    model.activation_checkpointing_enable()
+    checkpointing_enable(model)
     checkpointed = gradients()
     assert reference.keys() == checkpointed.keys()
     assert any("position_encoding" in name for name in reference)
     for name, grad in reference.items():
         assert_close(f"grad {name}", grad, checkpointed[name], atol=1e-6)
-    model.activation_checkpointing_enable({"use_reentrant": True})
+    checkpointing_enable(model, {"use_reentrant": True})
     with pytest.raises(ValueError, match="non-reentrant"):
         model(input_ids, attention_mask=attention_mask, labels=labels)
 

@@ -69,6 +69,12 @@ def build_models(folder: Path, sizes: dict, pldr_extra: dict) -> dict:
     llama = LlamaForCausalLM(
         llama_config(sizes, MAX_MODEL_LEN, eos_token_id=None, bos_token_id=None, pad_token_id=0)
     ).eval()
+    with torch.no_grad():
+        # biases and LayerNorms off their zero / one init, as after training, so the token check sees them too
+        for model in (pldr, llama):
+            for name, param in model.named_parameters():
+                if name.endswith("bias") or "norm" in name:
+                    param.add_(torch.randn_like(param) * 0.1)
     models = {}
     for name, model in (("pldr", pldr), ("llama", llama)):
         path = folder / name

@@ -201,7 +201,8 @@ class PldrllmForCausalLM(nn.Module):
         return self.decoder(input_ids, positions, intermediate_tensors, inputs_embeds)
 
     def compute_logits(self, hidden_states: torch.Tensor) -> torch.Tensor | None:
-        return self.logits_processor(self.final_layer, hidden_states)
+        # the head's bias is not applied by the head itself: LogitsProcessor adds it when passed (as vLLM's GPT-J does)
+        return self.logits_processor(self.final_layer, hidden_states, self.final_layer.bias)
 
     def load_weights(self, weights: Iterable[tuple[str, torch.Tensor]]) -> set[str]:
         params = dict(self.named_parameters())

@@ -41,6 +41,12 @@ def _model(folder, *, collapse=True, **overrides):
     # the end token, which vLLM's ignore_eos does not), so both give exactly the tokens of greedy argmax
     config = dict(vocab_size=len(tokenizer), eos_token_id=None, head_dim=32, hidden_size=64, **ids)
     model = tiny_model("sdpa", **{**config, **overrides}).eval()
+    with torch.no_grad():
+        # every bias and LayerNorm off its zero / one init, as in a trained model: a bias dropped or misplaced by the
+        # vLLM model then changes the tokens (the LM head's bias once was)
+        for name, param in model.named_parameters():
+            if name.endswith("bias") or "layernorm" in name:
+                param.add_(torch.randn_like(param) * 0.5)
     if collapse:
         model.collapse(force=True)
     model.save_pretrained(folder)

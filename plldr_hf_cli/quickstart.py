@@ -84,14 +84,14 @@ class QuickstartPlan:
 
     @classmethod
     def named(cls, name: str = "default", **changes) -> QuickstartPlan:
-        """`"default"`: the main job (about 6 minutes on an idle 2-core CPU); `"tiny"`: tiny models and a few dozen
+        """`"default"`: the main job (about 5 minutes on an idle 2-core CPU); `"tiny"`: tiny models and a few dozen
         steps each (a smoke test, well under a minute). `changes`: other fields, e.g. `minutes=10`."""
         if name == "tiny":
             plan = cls("tiny", "tiny", 40, 64, 8, 512, "tiny", 60, 2000, 60, 1000, 32, 3e-3, 10, 1, 16, 0.5)  # fmt: skip
         elif name == "default":
             # the AGF recipe is the one of `plldr-hf train agf --size small --vocab-size 4000 --learning-rate 0.002
             # --warmup-steps 200`, with length-bucketed batches
-            plan = cls("default", "mini", 400, 128, 8, 2048, "small", 3000, None, 300, 4000, 64, 2e-3, 200, 4, 48, 6.0)  # fmt: skip
+            plan = cls("default", "mini", 400, 128, 8, 2048, "small", 3000, None, 300, 4000, 64, 2e-3, 200, 4, 48, 5.0)  # fmt: skip
         else:
             raise ValueError(f"unknown quickstart plan {name!r}; choose 'default' or 'tiny'")
         plan = replace(plan, **changes)

@@ -185,17 +185,20 @@ def prepare_data(budget: Budget, cache_dir: Path):
     return tokenizer, raw, tokenized
 
 
+# `evaluate_translation` settings of every score: test sources up to 128 subwords, references truncated at 128
+EVAL_SETTINGS = dict(max_source_length=128, max_target_length=128, batch_size=64, disable_tqdm=True)
+
+
 def score(model, tokenizer, raw, tokenized, budget: Budget) -> dict:
     """The ablation's scores of a model on both test sets: full teacher-forced accuracy and source gap, greedy BLEU
     and chrF of the fixed subset; plus the seconds it took."""
     from plldr_hf.training.seq2seq import evaluate_translation
 
     start = time.perf_counter()
-    common = dict(max_source_length=128, max_target_length=128, batch_size=64, disable_tqdm=True)
     scores = {}
     for split in ("test", "gnome"):
         full = evaluate_translation(
-            model, tokenizer, raw[split], tokenized=tokenized[split], generate=False, desc=split, **common
+            model, tokenizer, raw[split], tokenized=tokenized[split], generate=False, desc=split, **EVAL_SETTINGS
         )
         bleu = evaluate_translation(
             model,
@@ -205,7 +208,7 @@ def score(model, tokenizer, raw, tokenized, budget: Budget) -> dict:
             num_beams=1,
             max_length=budget.generation_length,
             desc=split,
-            **common,
+            **EVAL_SETTINGS,
         )
         scores[split] = {
             "accuracy": 100 * full["accuracy"],
@@ -233,11 +236,8 @@ def curve_point(model, tokenizer, raw, tokenized) -> dict:
         raw["test_bleu"],
         tokenized=tokenized["test_bleu"],
         generate=False,
-        max_source_length=128,
-        max_target_length=128,
-        batch_size=64,
-        disable_tqdm=True,
         desc="curve",
+        **EVAL_SETTINGS,
     )
     return {"accuracy": 100 * full["accuracy"], "source_gap": 100 * full["source_gap"], "loss": full["loss"]}
 

@@ -179,7 +179,7 @@ class PldrllmForCausalLM(nn.Module):
     def __init__(self, *, vllm_config: VllmConfig, prefix: str = ""):
         super().__init__()
         config = vllm_config.model_config.hf_config
-        if not (getattr(config, "collapsed", False) or getattr(config, "custom_G_type", None) is not None):
+        if not config.has_fixed_G:
             raise ValueError(LEARNED_G_REFUSED)
         self.config = config
         self.decoder = PldrllmModel(vllm_config=vllm_config, prefix=f"{prefix}decoder")

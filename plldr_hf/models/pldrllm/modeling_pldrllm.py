@@ -135,6 +135,15 @@ CONTINUOUS_BATCHING_NEEDS_TRANSFORMERS = (
 )
 
 
+def check_continuous_batching(config: PldrllmConfig) -> None:
+    """Refuse transformers' continuous batching where it cannot run: below transformers 5.24, or with a learned G.
+    Called before generating (`init_continuous_batching`) and by any forward that receives a paged cache."""
+    if not CONTINUOUS_BATCHING_SUPPORTED:
+        raise NotImplementedError(CONTINUOUS_BATCHING_NEEDS_TRANSFORMERS)
+    if not config.has_fixed_G:
+        raise NotImplementedError(CONTINUOUS_BATCHING_NEEDS_FIXED_G)
+
+
 # Copied from plldr_hf.models.agf.modeling_agf.merge_cache_kwargs
 def merge_cache_kwargs(cache: Cache | None, past_key_values: Cache | None, owner: str) -> Cache | None:
     """One cache from either spelling; the old one warns where transformers deprecates it, as in-tree models do."""
@@ -710,10 +719,8 @@ class PldrllmModel(PldrllmPreTrainedModel):
 
         fixed = cfg.has_fixed_G
         paged = is_paged(past_key_values)
-        if paged and not CONTINUOUS_BATCHING_SUPPORTED:
-            raise NotImplementedError(CONTINUOUS_BATCHING_NEEDS_TRANSFORMERS)
-        if paged and not fixed:
-            raise NotImplementedError(CONTINUOUS_BATCHING_NEEDS_FIXED_G)
+        if paged:
+            check_continuous_batching(cfg)
         if use_cache and past_key_values is None:
             past_key_values = DynamicCache(config=cfg)
         if not use_cache and not paged:
@@ -882,10 +889,7 @@ class PldrllmForCausalLM(PldrllmPreTrainedModel, GenerationMixin):
         """transformers' continuous batching (`generate_batch`, `generate(cache_implementation="paged")`,
         `transformers serve`), for a fixed G (collapsed or `custom_G_type`) only; a learned G is refused here, before
         anything is generated."""
-        if not CONTINUOUS_BATCHING_SUPPORTED:
-            raise NotImplementedError(CONTINUOUS_BATCHING_NEEDS_TRANSFORMERS)
-        if not self.config.has_fixed_G:
-            raise NotImplementedError(CONTINUOUS_BATCHING_NEEDS_FIXED_G)
+        check_continuous_batching(self.config)
         return super().init_continuous_batching(*args, **kwargs)
 
     def forward(

@@ -4,7 +4,7 @@ a scoring batch (16 sequences), forward + backward and forward without gradients
 
     python -m benchmarks.metric_learner [--rounds 15] [--output benchmarks/results/metric_learner]
 
-Contenders alternate within each round, in serpentine order (`plldr_hf_cli.timing.interleaved`); the table gives the minimum, the
+Contenders alternate within each round, in serpentine order (`plldr_hf.timing.interleaved`); the table gives the minimum, the
 25th percentile and the median per contender (a shared machine's load shows in the upper percentiles) and the paired
 ratio of each fused contender to its module-path counterpart (median over rounds of the within-round ratio). Writes
 `.md` and `.json`.
@@ -18,7 +18,7 @@ import statistics
 import sys
 from pathlib import Path
 
-from plldr_hf_cli.timing import interleaved
+from plldr_hf.timing import interleaved
 
 
 DEFAULT_OUTPUT = Path(__file__).resolve().parent / "results" / "metric_learner"

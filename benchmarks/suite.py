@@ -50,7 +50,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from benchmarks import generate_speed
-from plldr_hf_cli.timing import interleaved
+from plldr_hf.timing import interleaved
 
 
 RESULTS_DIR = Path(__file__).resolve().parent

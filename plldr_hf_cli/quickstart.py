@@ -32,7 +32,7 @@ from pathlib import Path
 
 import torch
 
-from plldr_hf_cli.timing import interleaved_median_seconds
+from plldr_hf.timing import decode_speeds, scoring_speeds
 
 
 logger = logging.getLogger(__name__)
@@ -139,37 +139,6 @@ class Deadline:
 def step(message: str) -> None:
     """One progress line on stdout for work without a progress bar of its own (so no minute passes silently)."""
     print(f"      {message}", flush=True)
-
-
-def _timed_no_grad(models: dict, work, rounds: int) -> dict[str, float]:
-    """Median wall seconds of `work(model)` per model, without gradients, in the interleaved protocol of
-    `plldr_hf_cli.timing` (so background load hits all alike)."""
-
-    def runner(model):
-        def run():
-            with torch.no_grad():
-                work(model)
-
-        return run
-
-    return interleaved_median_seconds({name: runner(model) for name, model in models.items()}, rounds)
-
-
-def decode_speeds(models: dict, prompt: torch.Tensor, new_tokens: int, rounds: int = 5) -> dict[str, float]:
-    """Greedy tokens per second of each model, exactly `new_tokens` per run (interleaved medians)."""
-
-    def work(model):
-        model.generate(prompt, max_new_tokens=new_tokens, min_new_tokens=new_tokens, do_sample=False)
-
-    seconds = _timed_no_grad(models, work, rounds)
-    return {name: new_tokens * prompt.shape[0] / value for name, value in seconds.items()}
-
-
-def scoring_speeds(models: dict, input_ids: torch.Tensor, rounds: int = 7) -> dict[str, float]:
-    """Tokens per second of one full forward pass over `input_ids` (scoring / prefill, as lm-eval's log-likelihoods
-    run), per model (interleaved medians)."""
-    seconds = _timed_no_grad(models, lambda model: model(input_ids, use_cache=False), rounds)
-    return {name: input_ids.numel() / value for name, value in seconds.items()}
 
 
 def run_pldrllm(plan: QuickstartPlan, out: Path, deadline: Deadline) -> dict:

@@ -13,7 +13,14 @@ import time
 from collections.abc import Callable
 
 
-__all__ = ["interleaved", "interleaved_median_seconds", "serpentine", "wall_seconds"]
+__all__ = [
+    "decode_speeds",
+    "interleaved",
+    "interleaved_median_seconds",
+    "scoring_speeds",
+    "serpentine",
+    "wall_seconds",
+]
 
 
 def serpentine(items: list, round_index: int) -> list:
@@ -54,3 +61,35 @@ def interleaved_median_seconds(runs: dict, rounds: int) -> dict[str, float]:
     """Median wall seconds per contender of `interleaved(runs, rounds)`."""
     _, results = interleaved(runs, rounds)
     return {key: statistics.median(values) for key, values in results.items()}
+
+
+def _timed_no_grad(models: dict, work: Callable, rounds: int) -> dict[str, float]:
+    """Median wall seconds of `work(model)` per model, without gradients, interleaved (so background load hits all
+    alike)."""
+    import torch
+
+    def runner(model):
+        def run():
+            with torch.no_grad():
+                work(model)
+
+        return run
+
+    return interleaved_median_seconds({name: runner(model) for name, model in models.items()}, rounds)
+
+
+def decode_speeds(models: dict, prompt, new_tokens: int, rounds: int = 5) -> dict[str, float]:
+    """Greedy tokens per second of each model, exactly `new_tokens` per run (interleaved medians)."""
+
+    def work(model):
+        model.generate(prompt, max_new_tokens=new_tokens, min_new_tokens=new_tokens, do_sample=False)
+
+    seconds = _timed_no_grad(models, work, rounds)
+    return {name: new_tokens * prompt.shape[0] / value for name, value in seconds.items()}
+
+
+def scoring_speeds(models: dict, input_ids, rounds: int = 7) -> dict[str, float]:
+    """Tokens per second of one full forward pass over `input_ids` (scoring / prefill, as lm-eval's log-likelihoods
+    run), per model (interleaved medians)."""
+    seconds = _timed_no_grad(models, lambda model: model(input_ids, use_cache=False), rounds)
+    return {name: input_ids.numel() / value for name, value in seconds.items()}

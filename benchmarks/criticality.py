@@ -117,6 +117,8 @@ def run_cell(cell: Cell, tokenizer_dir: str, threads: int) -> dict:
 
     class Trajectory(TrainerCallback):
         def on_evaluate(self, args, state, control, model=None, metrics=None, **kwargs):
+            if trajectory and trajectory[-1]["step"] == state.global_step:
+                return  # the final evaluation of a run that just evaluated at its last step
             # the diagnostics run on seeded calibration inputs of their own and leave the training RNG alone
             rng = torch.get_rng_state()
             report = diagnose(model)

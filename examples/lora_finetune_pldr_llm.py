@@ -81,13 +81,12 @@ def main(argv=None) -> int:
 
     import plldr_hf  # noqa: F401  (registers model_type "pldrllm" with the Auto classes)
     from plldr_hf.evaluation import perplexity_from_metrics
-    from plldr_hf.training.callbacks import DagLossCallback
     from plldr_hf.training.causal_lm import order_parameters, train_causal_lm
     from plldr_hf.training.corpus import load_text_corpus
     from plldr_hf.training.options import TrainOptions, parse_dag_weights
     from plldr_hf.training.preprocessing import pack_into_blocks
     from plldr_hf.training.recipes import reference_training_arguments
-    from plldr_hf.training.trainer import PldrTrainer
+    from plldr_hf.training.trainer import DagSchedule, PldrTrainer
 
     out = Path(args.output_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -154,14 +153,13 @@ def main(argv=None) -> int:
         weight_decay=0.0,
         lr_scheduler_kwargs={"min_lr_rate": 0.01},
     )
-    callbacks = [DagLossCallback(weights=weights)] if any(weights) else []
     trainer = PldrTrainer(
         model=peft_model,
         args=training_args,
         train_dataset=train_blocks,
         eval_dataset=eval_blocks,
         data_collator=DataCollatorForLanguageModeling(tokenizer, mlm=False),
-        callbacks=callbacks,
+        dag_schedule=DagSchedule(weights) if any(weights) else None,
     )
     report = {"before": perplexity_from_metrics(trainer.evaluate())}
     trainer.train()

@@ -51,6 +51,14 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 0 if args.command is None else 2
+    from plldr_hf_cli.arguments import fail, non_finite_values, output_file_problem, output_overlaps_input
+
+    bad = non_finite_values(args, option_names(parser))
+    if bad:
+        return fail(args.command, f"{bad[0]}: numbers must be finite (not NaN or infinite)")
+    problem = output_overlaps_input(args) or output_file_problem(args)
+    if problem:
+        return fail(args.command, problem)
     restore = None if args.verbose else quiet_libraries()
     try:
         result = args.func(args)
@@ -74,6 +82,19 @@ def main(argv: list[str] | None = None) -> int:
         if restore is not None:
             restore()
     return int(result or 0)
+
+
+def option_names(parser: argparse.ArgumentParser) -> dict[str, str]:
+    """The flag a user types for each argument destination, over every subcommand (`trainer_args` is
+    `--trainer-arg`, `model_overrides` is `--set`)."""
+    names = {}
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                names.update(option_names(sub))
+        elif action.option_strings:
+            names.setdefault(action.dest, max(action.option_strings, key=len))
+    return names
 
 
 def quiet_libraries() -> None:

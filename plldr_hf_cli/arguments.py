@@ -7,6 +7,7 @@ import argparse
 import dataclasses
 import importlib.util
 import logging
+import math
 import sys
 from pathlib import Path
 
@@ -39,24 +40,161 @@ def non_negative_int(text: str) -> int:
 
 
 def positive_float(text: str) -> float:
+    """A finite number > 0; NaN, infinities, zero and negatives are refused."""
     try:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"must be a positive number, got {text!r}") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be a positive number, got {value:g}")
+    if not (value > 0 and math.isfinite(value)):
+        raise argparse.ArgumentTypeError(f"must be a finite positive number, got {text}")
     return value
 
 
+def finite_float(text: str) -> float:
+    """Any finite number; NaN and infinities are refused."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number, got {text!r}") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"must be a finite number, got {text}")
+    return value
+
+
+def bounded_int(low: int, high: int):
+    """An integer type for argparse within [low, high] (sizes that allocate: a bound keeps a typo from asking for
+    terabytes)."""
+
+    def parse(text: str) -> int:
+        value = _integer(text, low, "positive" if low == 1 else "non-negative")
+        if value > high:
+            raise argparse.ArgumentTypeError(f"must be at most {high:,}, got {value:,}")
+        return value
+
+    parse.__name__ = f"integer in [{low}, {high}]"
+    return parse
+
+
 def non_negative_float(text: str) -> float:
-    """A finite number ≥ 0 (a tolerance); NaN, infinities and negatives are refused."""
+    """A finite number ≥ 0 (a tolerance, a weight decay); NaN, infinities and negatives are refused."""
     try:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"must be a non-negative number, got {text!r}") from None
-    if not (value >= 0 and value != float("inf")):
+    if not (value >= 0 and math.isfinite(value)):
         raise argparse.ArgumentTypeError(f"must be a finite non-negative number, got {text}")
     return value
+
+
+def unit_interval_float(text: str) -> float:
+    """A finite number in [0, 1) (a smoothing or dropout probability)."""
+    value = non_negative_float(text)
+    if value >= 1:
+        raise argparse.ArgumentTypeError(f"must be in [0, 1), got {text}")
+    return value
+
+
+def _flag_name(dest: str) -> str:
+    return "--" + dest.replace("_", "-")
+
+
+def non_finite_values(args: argparse.Namespace, flags: dict | None = None) -> list[str]:
+    """`FLAG=VALUE` for every NaN or infinite number among the parsed values, lists and `KEY=VALUE` dicts
+    (`--set`, `--trainer-arg`) included: every numeric flag of every command, those written later too."""
+
+    def bad(value) -> bool:
+        return isinstance(value, float) and not math.isfinite(value)
+
+    found = []
+    for dest, value in vars(args).items():
+        items = (
+            value.items()
+            if isinstance(value, dict)
+            else [(None, v) for v in value]
+            if isinstance(value, (list, tuple))
+            else [(None, value)]
+        )
+        for key, item in items:
+            if isinstance(item, (list, tuple)) and len(item) == 2 and isinstance(item[0], str):
+                key, item = item  # repeated KEY=VALUE flags before they become a dict
+            if bad(item):
+                found.append(f"{(flags or {}).get(dest, _flag_name(dest))} {key + '=' if key else ''}{item}")
+    return found
+
+
+# argument destinations that name what a command writes; every other argument naming an existing path is read
+OUTPUT_DESTS = ("output_dir", "output_json", "hypotheses", "dry_run", "output")
+
+
+def _read_paths(args: argparse.Namespace) -> list[tuple[str, Path]]:
+    found = []
+    for dest, value in vars(args).items():
+        if dest in OUTPUT_DESTS or dest == "func":
+            continue
+        for item in value if isinstance(value, (list, tuple)) else [value]:
+            if not isinstance(item, str) or not item or item == "-":
+                continue
+            # `--dataset SPLIT=PATH`
+            text = item.split("=", 1)[1] if "=" in item and item.split("=", 1)[0].isidentifier() else item
+            try:
+                path = Path(text).expanduser()
+                if path.exists():
+                    found.append(
+                        (_flag_name(dest) if dest not in ("model_dir", "pth") else dest.upper(), path.resolve())
+                    )
+            except (OSError, ValueError):
+                continue
+    return found
+
+
+def _inside(child: Path, parent: Path) -> bool:
+    return child != parent and parent in child.parents
+
+
+# outputs that are single files (the others are folders)
+FILE_OUTPUT_DESTS = ("output_json", "hypotheses", "output")
+
+
+def output_file_problem(args: argparse.Namespace) -> str | None:
+    """Why a file output cannot be written (a folder, or its folder missing), checked before any work."""
+    for dest in FILE_OUTPUT_DESTS:
+        value = getattr(args, dest, None)
+        if not isinstance(value, str) or not value:
+            continue
+        path = Path(value).expanduser()
+        if path.is_dir():
+            return f"{_flag_name(dest)} {value} is a folder; give a file path"
+        if not path.parent.is_dir():
+            return f"{_flag_name(dest)} {value}: the folder {path.parent} does not exist; create it first"
+    return None
+
+
+def output_overlaps_input(args: argparse.Namespace) -> str | None:
+    """Why an output of this command would write onto what it reads (None: it would not). The rule, for every
+    command: an output may not be an input, may not hold an input (a folder replaced with --overwrite would delete
+    it), and may not replace anything that exists inside an input folder (a new file there loses nothing)."""
+    reads = _read_paths(args)
+    for dest in OUTPUT_DESTS:
+        value = getattr(args, dest, None)
+        if not isinstance(value, str) or not value:
+            continue
+        try:
+            out = Path(value).expanduser().resolve()
+        except (OSError, ValueError):
+            continue
+        positional = dest == "output_dir" and getattr(args, "command", None) in ("collapse", "convert", "lm-eval-task")
+        flag = "OUT_DIR" if positional else _flag_name(dest)
+        for name, path in reads:
+            if out == path:
+                return f"{flag} {value} is also the input {name}; write the output somewhere else"
+            if _inside(path, out):
+                return f"{flag} {value} holds the input {name} ({path}); choose an output folder outside it"
+            if _inside(out, path) and out.exists():
+                return (
+                    f"{flag} {value} would replace {out.name} inside the input {name} ({path}); choose a path "
+                    "outside it"
+                )
+    return None
 
 
 def looks_like_path(spec: str) -> bool:
@@ -154,7 +292,9 @@ def _flag_type(annotation: str, meta: dict, module):
     if annotation.startswith("int"):
         return {1: positive_int, 0: non_negative_int}.get(meta.get("min"), int)
     if annotation.startswith("float"):
-        return positive_float if meta.get("min") == 0 else float
+        return {0: positive_float, "non_negative": non_negative_float, "unit": unit_interval_float}.get(
+            meta.get("min"), finite_float
+        )
     return None
 
 

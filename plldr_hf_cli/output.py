@@ -18,6 +18,7 @@ Nothing here imports torch, transformers or `plldr_hf`.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import shutil
@@ -28,13 +29,46 @@ from pathlib import Path
 from plldr_hf_cli.arguments import fail
 
 
-__all__ = ["LOCK_NAME", "OutputRefused", "add_overwrite_flag", "check_output", "run_in_folder", "write_staged"]
+__all__ = [
+    "LOCK_NAME",
+    "OutputFileError",
+    "OutputRefused",
+    "add_overwrite_flag",
+    "check_output",
+    "run_in_folder",
+    "write_file",
+    "write_staged",
+]
 
 LOCK_NAME = ".plldr-hf.lock"
 
 
 class OutputRefused(Exception):
     """The output folder may not be written (not empty, locked by a live run, a file); the message says why."""
+
+
+class OutputFileError(Exception):
+    """A file system fault while writing an output (read-only, disk full, file too large); one line, exit 1."""
+
+    exit_status = 1
+
+
+def write_file(path, write) -> Path:
+    """Write one output file atomically: `write(temporary_path)` fills a hidden file beside `path`, which then
+    replaces `path` (a rename); a fault leaves neither a half-written file nor a changed `path`, and is one line
+    naming the path and the cause."""
+    path = Path(path)
+    staging = path.parent / f".{path.name}.partial-{os.getpid()}{path.suffix}"
+    try:
+        write(staging)
+        os.replace(staging, path)
+    except OSError as error:
+        staging.unlink(missing_ok=True)
+        raise OutputFileError(f"could not write {path}: {error.strerror or error}") from None
+    except BaseException:
+        staging.unlink(missing_ok=True)
+        raise
+    return path
 
 
 def add_overwrite_flag(parser, what: str = "OUT_DIR") -> None:
@@ -107,6 +141,26 @@ def _take_lock(folder: Path, command: str) -> Path:
     raise OutputRefused(f"could not lock {folder}; remove {lock} and retry")
 
 
+def _fault(command: str, path: Path, error: OSError) -> int:
+    """A file system fault (read-only, disk full, file too large) as one line naming the path; exit status 1."""
+    print(f"plldr-hf {command}: error: could not write {path}: {error.strerror or error}", file=sys.stderr)
+    return 1
+
+
+# errno values of a file system that cannot take the output: read-only, full, over quota, file too large, no access
+_FAULTS = {errno.EROFS, errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EACCES, errno.EPERM}
+
+
+def _failed(command: str, error: Exception, path) -> int:
+    """The exit status and one line for an error raised while writing: 1 for a file system fault, 2 for a user
+    error (bad values, missing or unreadable inputs)."""
+    if isinstance(error, OSError) and error.errno in _FAULTS:
+        where = error.filename if error.filename is not None else path
+        print(f"plldr-hf {command}: error: could not write {where}: {error.strerror or error}", file=sys.stderr)
+        return 1
+    return fail(command, _message(error))
+
+
 def _is_user_error(error: BaseException) -> bool:
     # bad values, missing or unreadable files, the datasets library's load errors (a malformed --dataset file):
     # one line for the user; anything else is a defect and keeps its traceback
@@ -145,13 +199,17 @@ def run_in_folder(command: str, path, work, *, overwrite: bool = False, resume: 
         return refused
     folder = Path(path)
     created = not folder.exists()
-    folder.mkdir(parents=True, exist_ok=True)
     try:
+        folder.mkdir(parents=True, exist_ok=True)
         lock = _take_lock(folder, command)
     except OutputRefused as error:
         if created:
             shutil.rmtree(folder, ignore_errors=True)
         return fail(command, error)
+    except OSError as error:
+        if created:
+            shutil.rmtree(folder, ignore_errors=True)
+        return _fault(command, folder, error)
     try:
         if overwrite and not resume:
             for name in _entries(folder):
@@ -170,7 +228,7 @@ def run_in_folder(command: str, path, work, *, overwrite: bool = False, resume: 
                     target = folder / name
                     shutil.rmtree(target, ignore_errors=True) if target.is_dir() else target.unlink(missing_ok=True)
             if isinstance(error, Exception) and _is_user_error(error):
-                return fail(command, _message(error))
+                return _failed(command, error, folder)
             raise
     finally:
         lock.unlink(missing_ok=True)
@@ -186,10 +244,13 @@ def write_staged(command: str, path, work, *, overwrite: bool = False):
     if refused:
         return refused
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     staging = path.parent / f".{path.name}.partial-{os.getpid()}"
-    shutil.rmtree(staging, ignore_errors=True)
-    staging.mkdir()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        shutil.rmtree(staging, ignore_errors=True)
+        staging.mkdir()
+    except OSError as error:
+        return _fault(command, path, error)
     try:
         result = work(staging)
         if result:  # the work refused with an exit status of its own
@@ -211,7 +272,7 @@ def write_staged(command: str, path, work, *, overwrite: bool = False):
         raise
     except Exception as error:
         if _is_user_error(error):
-            return fail(command, _message(error))
+            return _failed(command, error, path)
         raise
     finally:
         shutil.rmtree(staging, ignore_errors=True)

@@ -1,6 +1,6 @@
 """`plldr-hf quickstart`: the package's main job on its embedded data, end to end, in a fixed number of steps.
 
-1. PLDR-LLM: train a small model on the embedded Shakespeare corpus with the DAG regulariser (`DagLossCallback`),
+1. PLDR-LLM: train a small model on the embedded Shakespeare corpus with the DAG regulariser (`PldrTrainer`'s `DagSchedule`),
    report validation perplexity and the order parameters, try `collapse()` (and say whether the model is invariant
    enough, with the numbers), generate samples, and measure where collapse pays: scoring forwards
    (`collapse_speedup`, collapsed / uncollapsed throughput) and greedy decoding.

@@ -143,3 +143,20 @@ def test_every_family_descriptor_is_complete_and_its_entry_points_import():
         assert (PACKAGE / "model_cards" / family.card.template).is_file()
         for entry in ("train", "evaluate"):
             assert callable(family.entry_point(entry)), (name, entry)
+
+
+def test_only_training_builds_training_arguments():
+    # one place turns run options into TrainingArguments (plldr_hf/training/recipes.py); the commands, the benchmarks
+    # and the rest of the package ask it (the examples show a plain Trainer as a user writes one)
+    builders = {"TrainingArguments", "Seq2SeqTrainingArguments"}
+    offenders = []
+    for folder in ("plldr_hf", "plldr_hf_cli", "benchmarks", "tools"):
+        for path in python_files(REPO_ROOT / folder):
+            if (PACKAGE / "training") in path.parents:
+                continue
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if isinstance(node, ast.Call):
+                    name = getattr(node.func, "id", None) or getattr(node.func, "attr", None)
+                    if name in builders:
+                        offenders.append(f"{path.relative_to(REPO_ROOT)}:{node.lineno}")
+    assert not offenders, f"TrainingArguments built outside plldr_hf/training: {offenders}"

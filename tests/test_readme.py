@@ -1,7 +1,6 @@
-"""The README's commands work as written: the set-up commands match `.ci/run`, the Python quick starts print what the
-README shows (`# →` lines), every
-`plldr-hf` command line parses against the real CLI, the `--tiny` training commands run, and every referenced
-script exists."""
+"""The README's and the docs pages' commands work as written: the set-up commands match `.ci/run`, the Python blocks
+print what the pages show (`# →` lines), every `plldr-hf` command line parses against the real CLI, the `--tiny`
+training commands run, every referenced script and file exists, and the README stays short."""
 
 import re
 import shlex
@@ -15,10 +14,14 @@ from tests.utils import REPO_ROOT
 
 
 README = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
+PAGES = {"README.md": README} | {
+    f"docs/{path.name}": path.read_text(encoding="utf-8") for path in sorted((REPO_ROOT / "docs").glob("*.md"))
+}
+DOCS = "\n".join(PAGES.values())
 
 
-def code_blocks(language: str) -> list[str]:
-    return re.findall(rf"```{language}\n(.*?)```", README, re.S)
+def code_blocks(language: str, text: str = DOCS) -> list[str]:
+    return re.findall(rf"```{language}\n(.*?)```", text, re.S)
 
 
 def shell_lines() -> list[str]:
@@ -37,7 +40,7 @@ def plldr_commands() -> list[list[str]]:
 
 
 def test_setup_commands_match_ci():
-    install, test = code_blocks("bash")[:2]
+    install, test = code_blocks("bash", README)[:2]
     ci = (REPO_ROOT / ".ci" / "run").read_text()
     assert "pip install torch==2.13.0" in install and 'pip install -e ".[dev]"' in install
     assert install.strip().endswith("plldr-hf quickstart")
@@ -76,14 +79,14 @@ def test_referenced_scripts_exist():
     for line in shell_lines():
         for path in re.findall(r"\b((?:examples|benchmarks|tools)/[\w/.-]+\.py)", line):
             assert (REPO_ROOT / path).is_file(), f"README refers to missing {path}"
-    for path in re.findall(r"`((?:plldr_hf|examples|benchmarks|model_cards|tools)/[\w/.*-]+)`", README):
+    for path in re.findall(r"`((?:plldr_hf|examples|benchmarks|model_cards|tools|docs)/[\w/.*-]+)`", DOCS):
         if "*" not in path:
             assert (REPO_ROOT / path).exists(), f"README refers to missing {path}"
 
 
 @pytest.mark.parametrize("family", ["pldrllm", "agf"])
 def test_tiny_training_commands_run(family, tmp_path):
-    assert f"plldr-hf train {family} --tiny" in README
+    assert f"plldr-hf train {family} --tiny" in DOCS
     result = subprocess.run(
         [sys.executable, "-m", "plldr_hf", "train", family, "--tiny", "--output-dir", str(tmp_path / family)],
         capture_output=True,
@@ -92,3 +95,17 @@ def test_tiny_training_commands_run(family, tmp_path):
     )
     assert result.returncode == 0, result.stderr[-3000:]
     assert (tmp_path / family / "model.safetensors").is_file()
+
+
+def test_readme_is_short_and_links_every_docs_page():
+    assert len(README.splitlines()) <= 250
+    for name in PAGES:
+        if name.startswith("docs/"):
+            assert f"]({name})" in README, f"README does not link {name}"
+
+
+@pytest.mark.parametrize("page", sorted(PAGES), ids=str)
+def test_links_between_pages_resolve(page):
+    base = REPO_ROOT / page
+    for target in re.findall(r"\]\(([^)#:]+)(?:#[^)]*)?\)", PAGES[page]):
+        assert (base.parent / target).exists(), f"{page} links to missing {target}"

@@ -133,6 +133,8 @@ class Probe:
 
     # ---------------------------------------------------------------- the cases
     def run(self) -> list[Outcome]:
+        self.cli_every_numeric_flag()
+        self.cli_every_output_path()
         self.cli_values()
         self.cli_folders()
         self.cli_damaged()
@@ -140,6 +142,59 @@ class Probe:
         self.api_configs()
         self.api_files()
         return self.outcomes
+
+    def cli_every_numeric_flag(self) -> None:
+        """The class, not the cases: every numeric flag of every command, read off the parser itself (a flag added
+        later is probed too), gets NaN and an infinity."""
+        from plldr_hf.cli import build_parser
+
+        for path, action in numeric_flags(build_parser()):
+            flag = max(action.option_strings, key=len)
+            for value in ("nan", "inf"):
+                self.cli(f"{' '.join(path)} {flag} {value}", [*path, flag, value], flag)
+        for path, key in (("train agf", "--trainer-arg"), ("train agf", "--set")):
+            argv = [
+                *path.split(),
+                "--tiny",
+                key,
+                "learning_rate=NaN" if key == "--trainer-arg" else "dropout=Infinity",
+            ]
+            self.cli(f"{path} {key} non-finite", [*argv, "--output-dir", self.work / "nf"], key)
+
+    def cli_every_output_path(self) -> None:
+        """The class: every argument a command writes gets the paths that would lose what it reads (the input
+        itself, a file inside it, the folder holding it) and the paths it cannot write to (a folder for a file, a
+        file under a missing folder). The model folder must not change."""
+        p, a, w = self.pldr, self.agf, self.work
+        holder = w / "holder"
+        held = self.copy(p, "holder/pldr")  # a model inside a folder passed as the output
+        templates = [
+            ("evaluate --output-json", lambda out, m: ["evaluate", m, "--output-json", out], "file", p),
+            (
+                "evaluate --hypotheses",
+                lambda out, m: ["evaluate", m, "--hypotheses", out, "--max-samples", "2"],
+                "file",
+                a,
+            ),
+            ("plot-agf --output", lambda out, m: ["plot-agf", m, "--output", out], "file", a),
+            ("diagnose --output-dir", lambda out, m: ["diagnose", m, "--output-dir", out, "--overwrite"], "folder", p),
+            ("collapse OUT_DIR", lambda out, m: ["collapse", m, out, "--force", "--overwrite"], "folder", p),
+            ("push --dry-run", lambda out, m: ["push", m, "user/model", "--dry-run", out, "--overwrite"], "folder", p),
+        ]
+        for name, argv, kind, model in templates:
+            inside = model / "config.json"
+            target = held if model is p else model
+            cases = [("the input itself", model, "input", model), ("a file inside the input", inside, "input", model)]
+            if kind == "folder" or model is p:
+                cases.append(("the folder holding the input", holder, "input", held))
+            if kind == "file":
+                cases += [
+                    ("a folder", w, "folder", model),
+                    ("under a missing folder", w / "no" / "x.out", "exist", model),
+                ]
+            for what, out, expect, used in cases:
+                self.cli(f"{name} = {what}", argv(out, used if what != "the folder holding the input" else target),
+                         expect, guard=used)  # fmt: skip
 
     def cli_values(self) -> None:
         p, a, w = self.pldr, self.agf, self.work
@@ -226,7 +281,7 @@ class Probe:
         afile.write_text("keep me\n")
         self.cli("collapse into a file", ["collapse", p, afile, "--force"], "is a file", guard=w / "pldr")
         self.cli("diagnose into a file", ["diagnose", p, "--output-dir", afile], "is a file")
-        self.cli("collapse OUT = MODEL", ["collapse", p, p, "--force"], "differ", guard=p)
+        self.cli("collapse OUT = MODEL", ["collapse", p, p, "--force"], "also the input", guard=p)
         if afile.read_text() != "keep me\n":
             self.record("file output kept", "cli", "data loss", "a_file changed")
 
@@ -380,6 +435,23 @@ class Probe:
         scalar = w / "scalar.pkl"
         scalar.write_bytes(pickle.dumps(torch.zeros(3)))
         self.api("predefined-G wrong structure", lambda: load_predefined_g(scalar), "list")
+
+
+def numeric_flags(parser, path=()) -> list:
+    """(command path, action) for every flag of every (sub)command whose values are numbers."""
+    found = []
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                found += numeric_flags(sub, (*path, name))
+        elif action.option_strings and callable(action.type) and action.type is not str:
+            try:
+                value = action.type("1")
+            except (argparse.ArgumentTypeError, ValueError, TypeError):
+                continue
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                found.append((list(path), action))
+    return found
 
 
 def summarise(outcomes: list[Outcome]) -> tuple[dict[str, int], str]:

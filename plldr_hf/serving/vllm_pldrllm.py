@@ -181,6 +181,13 @@ class PldrllmForCausalLM(nn.Module):
         config = vllm_config.model_config.hf_config
         if not config.has_fixed_G:
             raise ValueError(LEARNED_G_REFUSED)
+        rope_type = (getattr(config, "rope_parameters", None) or {}).get("rope_type", "default")
+        if rope_type != "default":
+            # this model builds vLLM's rotary embedding from rope_theta alone; a scaled table would be dropped
+            raise ValueError(
+                f"PLDR-LLM (vLLM): rope_parameters rope_type={rope_type!r} is not supported in vLLM yet; serve this "
+                "model with transformers (plldr-hf serve) or without RoPE scaling"
+            )
         self.config = config
         self.decoder = PldrllmModel(vllm_config=vllm_config, prefix=f"{prefix}decoder")
         self.final_layer = ParallelLMHead(

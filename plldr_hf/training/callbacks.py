@@ -1,17 +1,12 @@
-"""Trainer callbacks for PLDR-LLM training: the DAG-weight schedule, clipping by value, and step timing.
+"""Trainer callbacks for PLDR-LLM training: clipping by value, step timing and the progress bar.
 
-The DAG regulariser itself is computed by the model's forward (`PldrllmForCausalLM`: `loss = lm_loss + dag_loss`,
-weights from the config fields `dag_weight_a_lm`, `dag_weight_a_p`, `dag_weight_g_lm` or the `dag_weights`
-argument of each call). `DagLossCallback` holds a schedule of those weights; `PldrTrainer` passes the scheduled
-weights into every forward call, so the config is never changed by training. A callback cannot put values into
-`state.log_history` or the reporting integrations (they run before user callbacks), so the logging of the DAG
-components is done by `plldr_hf.training.trainer.PldrTrainer` too.
+The DAG-weight schedule is not a callback: `PldrTrainer(dag_schedule=DagSchedule(...))` owns it and passes each
+step's weights into the forward calls (`plldr_hf.training.trainer`).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
 
 import torch
 from transformers import TrainerCallback
@@ -19,131 +14,11 @@ from transformers.trainer_callback import PrinterCallback, ProgressCallback
 
 
 __all__ = [
-    "DAG_WEIGHT_FIELDS",
-    "DagLossCallback",
     "ClipGradValueCallback",
     "LossProgressCallback",
     "StepTimerCallback",
-    "dag_config",
     "use_progress_bar",
 ]
-
-# config fields of the three DAG weights, in the order (A_LM, A_P, G_LM) used everywhere
-DAG_WEIGHT_FIELDS = ("dag_weight_a_lm", "dag_weight_a_p", "dag_weight_g_lm")
-
-
-def _unwrap(model):
-    # DDP / FSDP wrappers keep the model in `.module`; PEFT models hand out the base model
-    while hasattr(model, "module"):
-        model = model.module
-    if hasattr(model, "get_base_model"):
-        model = model.get_base_model()
-    return model
-
-
-def dag_config(model):
-    """The config holding the DAG weights of `model` (unwrapping DDP and PEFT), or None if it has none."""
-    config = getattr(_unwrap(model), "config", None)
-    if config is None or not all(hasattr(config, name) for name in DAG_WEIGHT_FIELDS):
-        return None
-    return config
-
-
-def _check_weights(weights: Sequence[float]) -> tuple[float, float, float]:
-    weights = tuple(float(w) for w in weights)
-    if len(weights) != 3:
-        raise ValueError(f"DAG weights are three numbers (A_LM, A_P, G_LM); got {len(weights)}: {weights}")
-    if any(not w >= 0 for w in weights):
-        raise ValueError(f"DAG weights must be non-negative finite numbers; got {weights}")
-    return weights
-
-
-class DagLossCallback(TrainerCallback):
-    """Turns the DAG regulariser on and schedules its weights, with `PldrTrainer`.
-
-    Every forward call of training and evaluation gets `dag_weights = weights × factor(step)` from `PldrTrainer`,
-    where `step` is the number of completed optimizer steps and
-
-        factor(step) = 0                                          for step < start_step
-                       min(1, (step − start_step + 1) / warmup_steps)   otherwise (1 when warmup_steps == 0).
-
-    The schedule depends only on `state.global_step`, so a resumed run continues it exactly; the model config is not
-    changed. Works with a PEFT model and under DDP / FSDP (every process passes the same weights). With a Trainer
-    that does not pass the weights, training stops at the first step with an error naming `PldrTrainer`.
-
-    Args:
-        weights: target weights (A_LM, A_P, G_LM); None: the weights in the model config.
-        warmup_steps: length of the linear ramp to the target weights (0: constant).
-        start_step: optimizer steps with the DAG term off before the ramp starts.
-        form: optionally set `config.dag_loss_form` (`"log_ratio"` or `"notears"`) at the start of training.
-
-    Example:
-
-    ```python
-    >>> from plldr_hf.training.callbacks import DagLossCallback
-    >>> callback = DagLossCallback(weights=(0.04, 0.04, 0.04), warmup_steps=4)
-    >>> [callback.weights_at(step)[0] for step in range(5)]
-    [0.01, 0.02, 0.03, 0.04, 0.04]
-    ```
-    """
-
-    def __init__(
-        self,
-        weights: Sequence[float] | None = None,
-        warmup_steps: int = 0,
-        start_step: int = 0,
-        form: str | None = None,
-    ):
-        if isinstance(warmup_steps, bool) or not isinstance(warmup_steps, int) or warmup_steps < 0:
-            raise ValueError(f"warmup_steps must be a non-negative integer, got {warmup_steps!r}")
-        if isinstance(start_step, bool) or not isinstance(start_step, int) or start_step < 0:
-            raise ValueError(f"start_step must be a non-negative integer, got {start_step!r}")
-        if form is not None and form not in ("log_ratio", "notears"):
-            raise ValueError(f"DAG loss form must be 'log_ratio' or 'notears', got {form!r}")
-        self.weights = None if weights is None else _check_weights(weights)
-        self.warmup_steps = warmup_steps
-        self.start_step = start_step
-        self.form = form
-        # set by the trainer that passes the weights into the forward calls (PldrTrainer)
-        self.applied = False
-
-    def factor(self, step: int) -> float:
-        if step < self.start_step:
-            return 0.0
-        if self.warmup_steps == 0:
-            return 1.0
-        return min(1.0, (step - self.start_step + 1) / self.warmup_steps)
-
-    def weights_at(self, step: int) -> tuple[float, float, float]:
-        if self.weights is None:
-            raise ValueError("DagLossCallback: no target weights yet (they are read from the model at train begin)")
-        factor = self.factor(step)
-        return tuple(w * factor for w in self.weights)
-
-    def on_train_begin(self, args, state, control, model=None, **kwargs):
-        config = dag_config(model)
-        if config is None:
-            name = type(_unwrap(model)).__name__ if model is not None else None
-            raise TypeError(
-                f"DagLossCallback needs a model whose config has {', '.join(DAG_WEIGHT_FIELDS)} (a PLDR-LLM); "
-                f"got {name}"
-            )
-        if getattr(config, "custom_G_type", None) is not None or getattr(config, "collapsed", False):
-            raise ValueError(
-                "DagLossCallback: this PLDR-LLM has a fixed G (custom_G_type or collapsed), for which no DAG terms "
-                "are computed; remove the callback or train the learned-G model"
-            )
-        if self.weights is None:
-            self.weights = _check_weights([getattr(config, name) for name in DAG_WEIGHT_FIELDS])
-        if self.form is not None:
-            config.dag_loss_form = self.form
-
-    def on_step_end(self, args, state, control, **kwargs):
-        if not self.applied:
-            raise RuntimeError(
-                "DagLossCallback: the trainer did not pass the scheduled DAG weights into the model; train with "
-                "plldr_hf.training.trainer.PldrTrainer, or set the weights in the model config without the callback"
-            )
 
 
 class ClipGradValueCallback(TrainerCallback):

@@ -9,7 +9,7 @@ own modules:
 | tokenizer | `train_sentencepiece_tokenizer` (or a given one) | `training/tokenizers.py` |
 | blocks | `pack_into_blocks` / `split_into_documents` (padding-free) | `training/preprocessing.py` |
 | model, recipe | `pldrllm_config`, `llama_config_like`, `reference_training_arguments` | `training/recipes.py` |
-| train | `PldrTrainer`, `DagLossCallback`, `ClipGradValueCallback` | `training/trainer.py`, `training/callbacks.py` |
+| train | `PldrTrainer` (with its `DagSchedule`), `ClipGradValueCallback` | `training/trainer.py`, `training/callbacks.py` |
 | resume | `resolve_checkpoint` | `training/checkpoints.py` |
 | report | validation perplexity, order parameter before / after, `loss_curves.png` | `evaluation.py`, `plots.py` |
 
@@ -150,7 +150,6 @@ def build_model(options: TrainOptions, vocab_size: int):
         options.size,
         vocab_size,
         max_position_embeddings=options.block_size,
-        dag_weights=options.dag_weights,
         dag_loss_form=options.dag_form,
     )
     set_seed(options.seed)
@@ -173,7 +172,7 @@ def order_parameters(model, calibration=None, new_tokens: int = 16) -> dict | No
     from plldr_hf.models.pldrllm.diagnostics import diagnose
 
     config = getattr(model, "config", None)
-    if getattr(config, "model_type", None) != "pldrllm" or config.custom_G_type is not None or config.collapsed:
+    if getattr(config, "model_type", None) != "pldrllm" or config.has_fixed_G:
         return None
     report = diagnose(model, inputs=calibration, new_tokens=new_tokens)
     return {
@@ -191,13 +190,8 @@ def train_causal_lm(options: TrainOptions, *, tokenizer=None, data=None, extra_c
 
     Returns the report as a dict.
     """
-    from plldr_hf.training.callbacks import (
-        ClipGradValueCallback,
-        DagLossCallback,
-        StepTimerCallback,
-        use_progress_bar,
-    )
-    from plldr_hf.training.trainer import PldrTrainer
+    from plldr_hf.training.callbacks import ClipGradValueCallback, StepTimerCallback, use_progress_bar
+    from plldr_hf.training.trainer import DagSchedule, PldrTrainer
 
     options = options.resolved()
     checkpoint = resolve_checkpoint(options.resume, options.output_dir)
@@ -272,10 +266,6 @@ def train_causal_lm(options: TrainOptions, *, tokenizer=None, data=None, extra_c
     callbacks = [timer, *extra_callbacks]
     if options.clip_by == "value":
         callbacks.append(ClipGradValueCallback(1.0))
-    if any(options.dag_weights):
-        callbacks.append(
-            DagLossCallback(weights=options.dag_weights, warmup_steps=options.dag_warmup_steps, form=options.dag_form)
-        )
     trainer = PldrTrainer(
         model=model,
         args=args,
@@ -284,6 +274,7 @@ def train_causal_lm(options: TrainOptions, *, tokenizer=None, data=None, extra_c
         data_collator=training_collator(options, tokenizer),
         processing_class=tokenizer,
         callbacks=callbacks,
+        dag_schedule=DagSchedule(options.dag_weights, options.dag_warmup_steps) if any(options.dag_weights) else None,
         decay_all_parameters=True,
         log_dag_losses=options.log_dag and options.architecture == "pldrllm",
     )

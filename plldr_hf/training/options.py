@@ -17,7 +17,7 @@ Field metadata read by the command line:
 | key | meaning |
 |---|---|
 | `help` | the flag's help text (the default is appended) |
-| `min` | integers: 1 → positive, 0 → non-negative; floats: 0 → positive |
+| `min` | integers: 1 → positive, 0 → non-negative; floats: 0 → positive, "non_negative" → ≥ 0, "unit" → [0, 1); floats without it: any finite number |
 | `choices`, `metavar`, `nargs`, `const` | as in argparse |
 | `choices_from` | `"module:attribute"` of a torch-free module whose keys are the choices |
 | `parse` | name of a parser in this module for values argparse cannot type (`parse_dag_weights`, `parse_key_value`) |
@@ -144,9 +144,36 @@ def _opt(default=None, help: str = "", **meta):
 
 
 class _Preset:
-    """`from_name` for an options dataclass whose class attribute `FAMILY` names its `PRESETS` entry."""
+    """`from_name` for an options dataclass whose class attribute `FAMILY` names its `PRESETS` entry, and the
+    checks every numeric field gets (from the command line and the Python API alike)."""
 
     FAMILY: str
+
+    def check_numbers(self) -> None:
+        """Every number finite, and within the range its field's `min` metadata gives (module docstring); values
+        inside `--set` / `--trainer-arg` dicts finite too."""
+        import math
+
+        for spec in dataclasses.fields(self):
+            value = getattr(self, spec.name)
+            flag = "--" + spec.name.replace("_", "-")
+            values = value.items() if isinstance(value, dict) else [(None, value)]
+            for key, item in values:
+                if isinstance(item, float) and not math.isfinite(item):
+                    where = f"{flag} {key}=" if key else f"{flag} "
+                    raise ValueError(f"{where}{item}: numbers must be finite (not NaN or infinite)")
+            low = spec.metadata.get("min")
+            if value is None or isinstance(value, (bool, dict, list, tuple, str)) or low is None:
+                continue
+            if isinstance(value, int) and not isinstance(low, str) and value < low:
+                raise ValueError(f"{flag} must be at least {low}, got {value}")
+            if isinstance(value, float):
+                if low == 0 and not value > 0:
+                    raise ValueError(f"{flag} must be a positive number, got {value}")
+                if low in ("non_negative", "unit") and value < 0:
+                    raise ValueError(f"{flag} must be a non-negative number, got {value}")
+                if low == "unit" and value >= 1:
+                    raise ValueError(f"{flag} must be in [0, 1), got {value}")
 
     @classmethod
     def from_name(cls, name: str, **overrides):
@@ -236,6 +263,7 @@ class TrainOptions(_Preset):
             if getattr(self, name) < 1:
                 raise ValueError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(self, name)}")
         preset = sizes[self.size]["run"]
+        self.check_numbers()
         out = copy.copy(self)
         for name in ("block_size", "batch_size", "vocab_size", "learning_rate"):
             if getattr(out, name) is None:
@@ -266,7 +294,7 @@ class TranslationOptions(_Preset):
     )
     pcmv: bool = _opt(False, "PCM-V: weight the values by the AGF coefficient", group="model")
     size: str = _opt("base", "named model size", choices=tuple(PRESETS["agf"]), group="model")
-    label_smoothing: float = _opt(0.1, "label smoothing of the training loss", group="model")
+    label_smoothing: float = _opt(0.1, "label smoothing of the training loss", min="unit", group="model")
     model_overrides: dict = _opt(
         {},
         "any other AgfConfig field, e.g. --set dropout=0.3 --set agf_learn_base=true (repeatable)",
@@ -320,7 +348,7 @@ class TranslationOptions(_Preset):
         "inverse_sqrt", "transformers scheduler: inverse_sqrt, linear, cosine, ...", group="training"
     )
     warmup_steps: int = _opt(1000, "linear warm-up steps", min=0, group="training")
-    weight_decay: float = _opt(0.0, "AdamW weight decay", group="training")
+    weight_decay: float = _opt(0.0, "AdamW weight decay", min="non_negative", group="training")
     eval_steps: int = _opt(1000, "evaluate every N steps", min=1, group="training")
     save_steps: int = _opt(1000, "checkpoint every N steps", min=1, group="training")
     logging_steps: int = _opt(50, "log every N steps", min=1, group="training")
@@ -368,6 +396,7 @@ class TranslationOptions(_Preset):
         """The output folder filled in, and the values checked."""
         if self.size not in PRESETS["agf"]:
             raise ValueError(f"unknown size {self.size!r}; choose one of {sorted(PRESETS['agf'])}")
+        self.check_numbers()
         out = copy.copy(self)
         out.dataset = list(self.dataset)
         out.model_overrides = dict(self.model_overrides)

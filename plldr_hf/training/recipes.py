@@ -21,7 +21,6 @@ Shared: `bf16_available`, `seconds_per_step` (the one definition of s/step every
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from plldr_hf.training.options import PRESETS, TranslationOptions, model_fields
@@ -65,7 +64,6 @@ def pldrllm_config(
     vocab_size: int,
     *,
     max_position_embeddings: int | None = None,
-    dag_weights: Sequence[float] = (0.0, 0.0, 0.0),
     dag_loss_form: str = "log_ratio",
     **overrides,
 ):
@@ -81,9 +79,6 @@ def pldrllm_config(
     fields.update(
         vocab_size=vocab_size,
         max_position_embeddings=max_position_embeddings or PRESETS["pldrllm"][size]["run"]["block_size"],
-        dag_weight_a_lm=float(dag_weights[0]),
-        dag_weight_a_p=float(dag_weights[1]),
-        dag_weight_g_lm=float(dag_weights[2]),
         dag_loss_form=dag_loss_form,
         pad_token_id=0,
         bos_token_id=2,

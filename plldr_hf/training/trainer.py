@@ -3,9 +3,10 @@ and keeps `use_cache` on save.
 
 What it adds to the stock Trainer:
 
-- **DAG weights per call.** With a `DagLossCallback`, every forward call of training and evaluation gets that
-  step's `dag_weights`; the model config is never changed. `log_dag_losses=True` asks for the DAG values with
-  weights 0 (monitoring only).
+- **DAG weights per call.** `dag_schedule=DagSchedule(weights, warmup_steps)` is the one owner of the DAG
+  weights of a run: every forward call of training and evaluation gets that step's `dag_weights`, and the model
+  config is never changed. Without a schedule the model's own config weights apply (as under a plain `Trainer`).
+  `log_dag_losses=True` asks for the DAG values with weights 0 (monitoring only).
 - **Logging.** PLDR-LLM returns the cross-entropy `lm_loss` and the DAG values `dag_losses` (A_LM, A_P, G_LM),
   both averaged over this batch's label tokens. They are summed as token totals (`lm_loss` × the label tokens it
   was divided by, `dag_losses` × this batch's label tokens) over the micro-batches and processes of the logging
@@ -26,16 +27,79 @@ The weighting of the DAG term under gradient accumulation and DDP is done by the
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
 import torch
 from transformers import Trainer
 
-from plldr_hf.training.callbacks import DAG_WEIGHT_FIELDS, DagLossCallback, dag_config
 
-
-__all__ = ["PldrTrainer", "DAG_LOG_NAMES"]
+__all__ = ["DAG_LOG_NAMES", "DAG_WEIGHT_FIELDS", "DagSchedule", "PldrTrainer", "dag_config"]
 
 # log names of the three DAG components, in the order of the model's `dag_losses`
 DAG_LOG_NAMES = ("dag_a_lm", "dag_a_p", "dag_g_lm")
+# config fields of the three DAG weights, in the order (A_LM, A_P, G_LM) used everywhere
+DAG_WEIGHT_FIELDS = ("dag_weight_a_lm", "dag_weight_a_p", "dag_weight_g_lm")
+
+
+def _unwrap(model):
+    # DDP / FSDP wrappers keep the model in `.module`; PEFT models hand out the base model
+    while hasattr(model, "module"):
+        model = model.module
+    if hasattr(model, "get_base_model"):
+        model = model.get_base_model()
+    return model
+
+
+def dag_config(model):
+    """The config holding the DAG weights of `model` (unwrapping DDP and PEFT), or None if it has none."""
+    config = getattr(_unwrap(model), "config", None)
+    if config is None or not all(hasattr(config, name) for name in DAG_WEIGHT_FIELDS):
+        return None
+    return config
+
+
+@dataclass(frozen=True)
+class DagSchedule:
+    """The DAG weights (A_LM, A_P, G_LM) of a training run at each optimizer step:
+
+        weights_at(step) = 0                                                for step < start_step
+                           weights · min(1, (step − start_step + 1) / warmup_steps)   otherwise (1: warmup_steps 0)
+
+    It depends only on the number of completed optimizer steps, so a resumed run continues it exactly.
+
+    Example:
+
+    ```python
+    >>> from plldr_hf.training.trainer import DagSchedule
+    >>> schedule = DagSchedule(weights=(0.04, 0.04, 0.04), warmup_steps=4)
+    >>> [schedule.weights_at(step)[0] for step in range(5)]
+    [0.01, 0.02, 0.03, 0.04, 0.04]
+    ```
+    """
+
+    weights: tuple[float, float, float]
+    warmup_steps: int = 0
+    start_step: int = 0
+
+    def __post_init__(self):
+        weights = tuple(float(w) for w in self.weights) if isinstance(self.weights, Sequence) else ()
+        if len(weights) != 3:
+            raise ValueError(f"DAG weights are three numbers (A_LM, A_P, G_LM); got {self.weights!r}")
+        if any(not (math.isfinite(w) and w >= 0) for w in weights):
+            raise ValueError(f"DAG weights must be non-negative finite numbers; got {weights}")
+        for name in ("warmup_steps", "start_step"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ValueError(f"DagSchedule: {name} must be a non-negative integer, got {value!r}")
+        object.__setattr__(self, "weights", weights)
+
+    def weights_at(self, step: int) -> tuple[float, float, float]:
+        if step < self.start_step:
+            return (0.0, 0.0, 0.0)
+        factor = 1.0 if self.warmup_steps == 0 else min(1.0, (step - self.start_step + 1) / self.warmup_steps)
+        return tuple(w * factor for w in self.weights)
 
 
 class _AuxAccumulator:
@@ -66,10 +130,11 @@ class _AuxAccumulator:
 
 
 class PldrTrainer(Trainer):
-    """`Trainer` that logs `lm_loss` and the DAG components, restores `use_cache` on save and can apply weight
-    decay to every parameter. Use it with `DagLossCallback` to schedule the DAG weights.
+    """`Trainer` that passes the scheduled DAG weights, logs `lm_loss` and the DAG components, restores `use_cache`
+    on save and can apply weight decay to every parameter.
 
     Args:
+        dag_schedule: the DAG weights of each step (`DagSchedule`); None: the model config's weights apply.
         decay_all_parameters: apply `args.weight_decay` to every parameter (reference recipe) instead of
             exempting biases and LayerNorm weights.
         log_dag_losses: also compute and log the DAG values when all DAG weights are 0 (monitoring only; the loss
@@ -80,18 +145,37 @@ class PldrTrainer(Trainer):
 
     ```python
     >>> from transformers import TrainingArguments
-    >>> from plldr_hf.training.callbacks import DagLossCallback
-    >>> from plldr_hf.training.trainer import PldrTrainer
+    >>> from plldr_hf.training.trainer import DagSchedule, PldrTrainer
     >>> args = TrainingArguments("out", max_steps=2, logging_steps=1, report_to="none")  # doctest: +SKIP
     >>> trainer = PldrTrainer(model=model, args=args, train_dataset=blocks,
-    ...                       callbacks=[DagLossCallback(weights=(0.05, 0.05, 0.05))])  # doctest: +SKIP
+    ...                       dag_schedule=DagSchedule(weights=(0.05, 0.05, 0.05)))  # doctest: +SKIP
     >>> trainer.train()  # log_history holds loss, lm_loss, dag_a_lm, dag_a_p, dag_g_lm, dag_weight_*  # doctest: +SKIP
     ```
     """
 
-    def __init__(self, *args, decay_all_parameters: bool = False, log_dag_losses: bool = False, **kwargs):
+    def __init__(
+        self,
+        *args,
+        dag_schedule: DagSchedule | None = None,
+        decay_all_parameters: bool = False,
+        log_dag_losses: bool = False,
+        **kwargs,
+    ):
         model = kwargs.get("model", args[0] if args else None)
         config = getattr(model, "config", None)
+        if dag_schedule is not None:
+            target = dag_config(model)
+            if target is None:
+                raise TypeError(
+                    f"PldrTrainer: a DAG schedule needs a model whose config has {', '.join(DAG_WEIGHT_FIELDS)} "
+                    f"(a PLDR-LLM); got {type(_unwrap(model)).__name__}"
+                )
+            if target.has_fixed_G:
+                raise ValueError(
+                    "PldrTrainer: this PLDR-LLM has a fixed G (custom_G_type or collapsed), for which no DAG terms "
+                    "are computed; drop dag_schedule or train the learned-G model"
+                )
+        self.dag_schedule = dag_schedule
         # Trainer.__init__ overwrites config.use_cache with args.use_cache; remember what the model had
         self._use_cache_to_save = getattr(config, "use_cache", None)
         self.decay_all_parameters = decay_all_parameters
@@ -106,24 +190,17 @@ class PldrTrainer(Trainer):
             return [name for name, _ in model.named_parameters()]
         return super().get_decay_parameter_names(model)
 
-    def dag_schedule(self) -> DagLossCallback | None:
-        """The `DagLossCallback` among this trainer's callbacks, if any."""
-        return next((cb for cb in self.callback_handler.callbacks if isinstance(cb, DagLossCallback)), None)
-
     def current_dag_weights(self) -> tuple[float, float, float] | None:
         """The DAG weights of this step: the schedule's, else the model config's (None for another model)."""
-        schedule = self.dag_schedule()
-        if schedule is not None and schedule.weights is not None:
-            return schedule.weights_at(self.state.global_step)
+        if self.dag_schedule is not None:
+            return self.dag_schedule.weights_at(self.state.global_step)
         config = dag_config(self.model)
         return None if config is None else tuple(float(getattr(config, name)) for name in DAG_WEIGHT_FIELDS)
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         extra = {}
-        schedule = self.dag_schedule()
-        if schedule is not None and schedule.weights is not None:
-            extra["dag_weights"] = schedule.weights_at(self.state.global_step)
-            schedule.applied = True
+        if self.dag_schedule is not None:
+            extra["dag_weights"] = self.dag_schedule.weights_at(self.state.global_step)
             if model.training:
                 # logged with the window's values: the weights of its last step
                 self._logged_weights = extra["dag_weights"]

@@ -1,6 +1,6 @@
 """`plldr-hf diagnose MODEL_DIR`: order parameters and collapse checks of a PLDR-LLM (`plldr_hf.models.pldrllm.diagnostics`)."""
 
-from plldr_hf_cli.arguments import positive_int
+from plldr_hf_cli.arguments import non_negative_float, positive_int
 from plldr_hf_cli.output import add_overwrite_flag, check_output, write_staged
 
 
@@ -37,7 +37,10 @@ def register(subparsers) -> None:
         help="use at most this many lines of --texts (default: %(default)s)",
     )
     parser.add_argument(
-        "--rtol", type=float, default=1e-5, help="relative tolerance for 'rows of A identical' (default: %(default)s)"
+        "--rtol",
+        type=non_negative_float,
+        default=1e-5,
+        help="relative tolerance for 'rows of A identical' (default: %(default)s)",
     )
     add_overwrite_flag(parser, "--output-dir")
     parser.set_defaults(func=run)

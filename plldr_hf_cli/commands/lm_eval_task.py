@@ -1,6 +1,6 @@
 """`plldr-hf lm-eval-task OUT_DIR`: write the offline multiple-choice lm-evaluation-harness task."""
 
-from plldr_hf_cli.arguments import positive_int
+from plldr_hf_cli.arguments import bounded_int, non_negative_int
 from plldr_hf_cli.output import add_overwrite_flag, check_output, write_staged
 
 
@@ -18,8 +18,8 @@ def register(subparsers) -> None:
     parser.add_argument(
         "--dataset", nargs="+", help="text files or a dataset name, as for plldr-hf train [the embedded Shakespeare]"
     )
-    parser.add_argument("--num-questions", type=positive_int, default=200, help="[%(default)s]")
-    parser.add_argument("--seed", type=int, default=0, help="[%(default)s]")
+    parser.add_argument("--num-questions", type=bounded_int(1, 100_000), default=200, help="[%(default)s]")
+    parser.add_argument("--seed", type=non_negative_int, default=0, help="[%(default)s]")
     add_overwrite_flag(parser)
     parser.set_defaults(func=run)
 

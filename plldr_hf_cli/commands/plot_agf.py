@@ -1,5 +1,8 @@
 """`plldr-hf plot-agf MODEL_DIR`: draw the learned AGF coefficient curves c_h(δ) per layer and head into a PNG."""
 
+from plldr_hf_cli.arguments import bounded_int
+from plldr_hf_cli.output import write_file
+
 
 def register(subparsers) -> None:
     parser = subparsers.add_parser(
@@ -13,7 +16,9 @@ def register(subparsers) -> None:
     )
     parser.add_argument("model_dir", metavar="MODEL_DIR", help="saved model folder (config.json + weights)")
     parser.add_argument("-o", "--output", metavar="PNG", help="output file (default: MODEL_DIR/agf_coefficients.png)")
-    parser.add_argument("--max-distance", type=int, default=64, help="largest |δ| drawn (default: %(default)s)")
+    parser.add_argument(
+        "--max-distance", type=bounded_int(1, 100_000), default=64, help="largest |δ| drawn (default: %(default)s)"
+    )
     parser.set_defaults(func=run)
 
 
@@ -30,7 +35,9 @@ def run(args) -> int:
     try:
         model = load_model(args.model_dir, model_type="agf")
         output = Path(args.output) if args.output else Path(args.model_dir) / "agf_coefficients.png"
-        path = plot_coefficient_curves(model, output, max_distance=args.max_distance)
+        path = write_file(
+            output, lambda target: plot_coefficient_curves(model, target, max_distance=args.max_distance)
+        )
     except (OSError, ValueError) as error:
         print(f"plldr-hf plot-agf: error: {error}", file=sys.stderr)
         return 2

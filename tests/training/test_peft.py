@@ -7,8 +7,7 @@ from peft import LoraConfig, TaskType, get_peft_model
 from transformers import TrainingArguments, default_data_collator
 
 from plldr_hf import PldrllmForCausalLM
-from plldr_hf.training.callbacks import DagLossCallback
-from plldr_hf.training.trainer import DAG_LOG_NAMES, PldrTrainer
+from plldr_hf.training.trainer import DAG_LOG_NAMES, DagSchedule, PldrTrainer
 from tests.ddp_one_step import DAG_WEIGHTS, four_examples, tiny_model
 from tests.utils import assert_close
 
@@ -87,7 +86,7 @@ def test_trainer_with_dag_callback_trains_lora_then_merge_then_collapse(tmp_path
         args=args,
         train_dataset=four_examples(),
         data_collator=default_data_collator,
-        callbacks=[DagLossCallback(weights=DAG_WEIGHTS)],
+        dag_schedule=DagSchedule(weights=DAG_WEIGHTS),
     )
     trainer.train()
     logs = [e for e in trainer.state.log_history if "loss" in e]

@@ -13,8 +13,8 @@ from transformers import TrainerCallback, TrainingArguments, default_data_collat
 
 from plldr_hf.models.pldrllm import plga
 from plldr_hf.models.pldrllm.dag import dag_loss, dag_values
-from plldr_hf.training.callbacks import ClipGradValueCallback, DagLossCallback, StepTimerCallback
-from plldr_hf.training.trainer import DAG_LOG_NAMES, PldrTrainer
+from plldr_hf.training.callbacks import ClipGradValueCallback, StepTimerCallback
+from plldr_hf.training.trainer import DAG_LOG_NAMES, DagSchedule, PldrTrainer
 from tests.ddp_one_step import DAG_WEIGHTS, PADDED, four_examples, one_step, tiny_model
 from tests.utils import assert_close
 
@@ -189,40 +189,49 @@ def test_accumulation_gives_the_same_step_with_padded_rows():
 # callbacks and PldrTrainer
 
 
-def test_dag_callback_schedule_and_errors():
-    constant = DagLossCallback(weights=(0.1, 0.2, 0.3))
+def test_dag_schedule_and_errors():
+    constant = DagSchedule(weights=(0.1, 0.2, 0.3))
     assert constant.weights_at(0) == (0.1, 0.2, 0.3)
-    ramp = DagLossCallback(weights=(0.4, 0.0, 0.8), warmup_steps=4, start_step=2)
+    ramp = DagSchedule(weights=(0.4, 0.0, 0.8), warmup_steps=4, start_step=2)
     assert [ramp.weights_at(s)[0] for s in range(7)] == pytest.approx([0, 0, 0.1, 0.2, 0.3, 0.4, 0.4])
     with pytest.raises(ValueError, match="three numbers"):
-        DagLossCallback(weights=(0.1, 0.2))
-    with pytest.raises(ValueError, match="non-negative"):
-        DagLossCallback(weights=(0.1, -0.2, 0.0))
+        DagSchedule(weights=(0.1, 0.2))
+    for bad in (-0.2, float("nan"), float("inf")):
+        with pytest.raises(ValueError, match="non-negative finite"):
+            DagSchedule(weights=(0.1, bad, 0.0))
     with pytest.raises(ValueError, match="warmup_steps"):
-        DagLossCallback(weights=(0.1, 0.1, 0.1), warmup_steps=-1)
-    with pytest.raises(ValueError, match="form"):
-        DagLossCallback(form="frobenius")
+        DagSchedule(weights=(0.1, 0.1, 0.1), warmup_steps=-1)
 
 
-def test_dag_callback_rejects_model_without_dag_fields(tmp_path):
+def test_dag_schedule_refuses_a_fixed_g_model(tmp_path):
+    args = TrainingArguments(str(tmp_path), max_steps=1, report_to="none", use_cpu=True, disable_tqdm=True)
+    with pytest.raises(ValueError, match="fixed G"):
+        PldrTrainer(
+            model=tiny_model(custom_G_type="identity"),
+            args=args,
+            train_dataset=four_examples(),
+            dag_schedule=DagSchedule(weights=(0.1, 0.1, 0.1)),
+        )
+
+
+def test_dag_schedule_rejects_model_without_dag_fields(tmp_path):
     from transformers import LlamaConfig, LlamaForCausalLM
 
     llama = LlamaForCausalLM(
         LlamaConfig(vocab_size=99, hidden_size=32, intermediate_size=37, num_hidden_layers=1, num_attention_heads=2)
     )
     args = TrainingArguments(str(tmp_path), max_steps=1, report_to="none", use_cpu=True, disable_tqdm=True)
-    trainer = PldrTrainer(
-        model=llama,
-        args=args,
-        train_dataset=four_examples(),
-        data_collator=default_data_collator,
-        callbacks=[DagLossCallback(weights=(0.1, 0.1, 0.1))],
-    )
     with pytest.raises(TypeError, match="LlamaForCausalLM"):
-        trainer.train()
+        PldrTrainer(
+            model=llama,
+            args=args,
+            train_dataset=four_examples(),
+            data_collator=default_data_collator,
+            dag_schedule=DagSchedule(weights=(0.1, 0.1, 0.1)),
+        )
 
 
-def _tiny_trainer(tmp_path, max_steps=2, callbacks=(), report_to="none", **args_overrides):
+def _tiny_trainer(tmp_path, max_steps=2, callbacks=(), report_to="none", dag_schedule=None, **args_overrides):
     fields = dict(
         max_steps=max_steps,
         per_device_train_batch_size=2,
@@ -245,12 +254,13 @@ def _tiny_trainer(tmp_path, max_steps=2, callbacks=(), report_to="none", **args_
         eval_dataset=four_examples(),
         data_collator=default_data_collator,
         callbacks=list(callbacks),
+        dag_schedule=dag_schedule,
     )
 
 
 def test_trainer_logs_cross_entropy_and_each_dag_component(tmp_path):
-    callback = DagLossCallback(weights=DAG_WEIGHTS, warmup_steps=2)
-    trainer = _tiny_trainer(tmp_path, callbacks=[callback], report_to="tensorboard")
+    schedule = DagSchedule(weights=DAG_WEIGHTS, warmup_steps=2)
+    trainer = _tiny_trainer(tmp_path, dag_schedule=schedule, report_to="tensorboard")
     trainer.train()
     logs = [entry for entry in trainer.state.log_history if "loss" in entry]
     assert [entry["step"] for entry in logs] == [1, 2]
@@ -258,7 +268,7 @@ def test_trainer_logs_cross_entropy_and_each_dag_component(tmp_path):
         missing = {"lm_loss", *DAG_LOG_NAMES, "dag_weight_a_lm", "dag_weight_a_p", "dag_weight_g_lm"} - set(entry)
         assert not missing, f"log at step {entry['step']} lacks {missing}"
         weights = (entry["dag_weight_a_lm"], entry["dag_weight_a_p"], entry["dag_weight_g_lm"])
-        assert weights == pytest.approx(callback.weights_at(step))
+        assert weights == pytest.approx(schedule.weights_at(step))
         # one process, one micro-batch per step: loss = CE + Σ w·dag exactly
         total = entry["lm_loss"] + sum(w * entry[name] for w, name in zip(weights, DAG_LOG_NAMES))
         assert total == pytest.approx(entry["loss"], rel=1e-5)
@@ -285,30 +295,15 @@ def test_trainer_logs_cross_entropy_and_each_dag_component(tmp_path):
 
 
 def test_the_schedule_goes_in_per_call_and_leaves_the_config_alone(tmp_path):
-    callback = DagLossCallback(weights=DAG_WEIGHTS, warmup_steps=2)
-    trainer = _tiny_trainer(tmp_path, callbacks=[callback])
+    schedule = DagSchedule(weights=DAG_WEIGHTS, warmup_steps=2)
+    trainer = _tiny_trainer(tmp_path, dag_schedule=schedule)
     seen = []
     trainer.model.register_forward_pre_hook(
         lambda module, args, kwargs: seen.append(kwargs["dag_weights"]), with_kwargs=True
     )
     trainer.train()
-    assert seen == [callback.weights_at(0), callback.weights_at(1)]
+    assert seen == [schedule.weights_at(0), schedule.weights_at(1)]
     assert trainer.model.config.dag_weights == (0.0, 0.0, 0.0)
-
-
-def test_dag_callback_refuses_a_trainer_that_does_not_pass_the_weights(tmp_path):
-    from transformers import Trainer
-
-    args = TrainingArguments(str(tmp_path), max_steps=2, report_to="none", use_cpu=True, disable_tqdm=True)
-    trainer = Trainer(
-        model=tiny_model(),
-        args=args,
-        train_dataset=four_examples(),
-        data_collator=default_data_collator,
-        callbacks=[DagLossCallback(weights=DAG_WEIGHTS)],
-    )
-    with pytest.raises(RuntimeError, match="PldrTrainer"):
-        trainer.train()
 
 
 def test_trainer_can_monitor_dag_values_without_regularising(tmp_path):
@@ -374,7 +369,7 @@ class _StopAt(TrainerCallback):
 
 
 def test_resume_continues_the_same_loss_trajectory(tmp_path):
-    callback_args = dict(weights=DAG_WEIGHTS, warmup_steps=4)
+    schedule = DagSchedule(weights=DAG_WEIGHTS, warmup_steps=4)
     common = dict(
         max_steps=6,
         per_device_train_batch_size=2,
@@ -383,13 +378,13 @@ def test_resume_continues_the_same_loss_trajectory(tmp_path):
         lr_scheduler_type="linear",
         warmup_steps=2,
     )
-    full = _tiny_trainer(tmp_path / "full", callbacks=[DagLossCallback(**callback_args)], **common)
+    full = _tiny_trainer(tmp_path / "full", dag_schedule=schedule, **common)
     full.train()
     # interrupted right after the checkpoint at step 3 (same max_steps, so the same LR schedule)
-    first = _tiny_trainer(tmp_path / "resumed", callbacks=[DagLossCallback(**callback_args), _StopAt(3)], **common)
+    first = _tiny_trainer(tmp_path / "resumed", callbacks=[_StopAt(3)], dag_schedule=schedule, **common)
     first.train()
     assert first.state.global_step == 3
-    resumed = _tiny_trainer(tmp_path / "resumed", callbacks=[DagLossCallback(**callback_args)], **common)
+    resumed = _tiny_trainer(tmp_path / "resumed", dag_schedule=schedule, **common)
     resumed.train(resume_from_checkpoint=str(tmp_path / "resumed" / "checkpoint-3"))
 
     def trajectory(trainer, keys=("loss", "lm_loss", "dag_a_p", "dag_weight_g_lm")):

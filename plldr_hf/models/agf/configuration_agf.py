@@ -90,6 +90,10 @@ class AgfConfig(PreTrainedConfig):
             table per stack) or `"none"` (NoPE). Default: `"agf"`.
         rope_theta (`float`, *optional*):
             RoPE base θ; pair i of a head rotates by position·θ^(−2i/d_head). Default: 10000.0.
+        rope_parameters (`dict`, *optional*):
+            transformers 5's RoPE field for `position_encoding="rope"` (`{"rope_type": ..., "rope_theta": ...}` as
+            Llama writes it): `default`, `linear`, `dynamic`, `yarn`, `llama3`; its `rope_theta` replaces
+            `rope_theta`. Default: absent (plain RoPE).
         relative_attention_num_buckets (`int`, *optional*):
             T5 bias buckets per stack. Default: 32.
         relative_attention_max_distance (`int`, *optional*):
@@ -257,7 +261,35 @@ class AgfConfig(PreTrainedConfig):
         self.tie_word_embeddings = tie_word_embeddings
         self.use_cache = use_cache
         self._validate_agf()
+        rope_type = self._rope_type(kwargs.get("rope_parameters"))
         super().__init__(is_encoder_decoder=is_encoder_decoder, **kwargs)
+        if rope_type is not None:
+            # transformers 5's RoPE field is honoured (`position_encoding="rope"`): its `rope_theta` is the one base
+            params = self.rope_parameters
+            params["rope_type"] = rope_type
+            if params.get("rope_theta") is not None:
+                self.rope_theta = float(params["rope_theta"])
+            params["rope_theta"] = self.rope_theta
+
+    # `rope_parameters` types the `rope` position encoding computes (transformers' RoPE initialisation functions)
+    ROPE_TYPES = ("default", "linear", "dynamic", "yarn", "llama3")
+
+    def _rope_type(self, params) -> str | None:
+        if not params:
+            return None
+        if not isinstance(params, dict):
+            raise ValueError(f"AgfConfig: `rope_parameters` must be a dict, got {type(params).__name__}")
+        rope_type = params.get("rope_type", params.get("type", "default"))
+        if rope_type not in self.ROPE_TYPES:
+            raise ValueError(
+                f"AgfConfig: rope_parameters rope_type={rope_type!r} is not supported; choose one of {self.ROPE_TYPES}"
+            )
+        if self.position_encoding != "rope":
+            raise ValueError(
+                f"AgfConfig: rope_parameters applies to position_encoding='rope', not {self.position_encoding!r}; "
+                "drop it or set position_encoding='rope'"
+            )
+        return rope_type
 
     def _validate_agf(self) -> None:
         """Reject illegal combinations here rather than with asserts deep in `forward`."""

@@ -29,6 +29,7 @@ Symbols (paper → code):
 This file is remote code (copied next to the weights by `save_pretrained`): it imports only torch and its siblings.
 """
 
+import copy
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -36,6 +37,7 @@ from dataclasses import dataclass, field
 import torch
 import torch.nn.functional as F
 from torch import nn
+from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
 
 from .configuration_agf import AgfConfig
 from .position_encodings import POSITION_ENCODINGS, PositionEncodingInfo
@@ -56,11 +58,33 @@ def sinusoidal_position_embedding(positions: torch.Tensor, dim: int) -> torch.Te
     return embedding[..., :dim]
 
 
-def rotary_cos_sin(positions: torch.Tensor, head_dim: int, theta: float) -> tuple[torch.Tensor, torch.Tensor]:
-    """cos and sin of the RoPE angles position·θ^(−2i/d) (arXiv 2104.09864), float32 (B, 1, L, d/2)."""
-    inv_freq = theta ** (-torch.arange(0, head_dim, 2, device=positions.device, dtype=torch.float32) / head_dim)
+# Copied from plldr_hf.models.pldrllm.modeling_pldrllm.rope_frequencies
+def rope_frequencies(config, head_dim: int, device, seq_len: int | None = None) -> tuple[torch.Tensor, float]:
+    """RoPE inverse frequencies θ_i (d/2,) and the attention factor of `config.rope_parameters`'s type: plain RoPE
+    θ_i = base^(−2i/d) (no `rope_parameters`, or type "default"), else transformers' initialisation function of the
+    type (linear, dynamic NTK for `seq_len` positions, YaRN, Llama 3), as Llama computes them."""
+    params = getattr(config, "rope_parameters", None) or {}
+    rope_type = params.get("rope_type", "default")
+    if rope_type == "default":
+        base = params.get("rope_theta", config.rope_theta)
+        return 1.0 / (base ** (torch.arange(0, head_dim, 2, device=device).float() / head_dim)), 1.0
+    if getattr(config, "head_dim", None) != head_dim:
+        config = copy.copy(config)
+        config.head_dim = head_dim
+    inv_freq, attention_factor = ROPE_INIT_FUNCTIONS[rope_type](config, device, seq_len)
+    return inv_freq.float(), float(attention_factor)
+
+
+def rotary_cos_sin(positions: torch.Tensor, head_dim: int, config: AgfConfig) -> tuple[torch.Tensor, torch.Tensor]:
+    """cos and sin of the RoPE angles position·θ_i (arXiv 2104.09864; `rope_frequencies`) times the type's attention
+    factor, float32 (B, 1, L, d/2)."""
+    params = getattr(config, "rope_parameters", None) or {}
+    seq_len = None
+    if params.get("rope_type") == "dynamic" and not torch.compiler.is_compiling():
+        seq_len = int(positions.max()) + 1
+    inv_freq, factor = rope_frequencies(config, head_dim, positions.device, seq_len)
     angles = positions.float()[:, None, :, None] * inv_freq
-    return angles.cos(), angles.sin()
+    return angles.cos() * factor, angles.sin() * factor
 
 
 def apply_rotary(states: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
@@ -561,7 +585,7 @@ def self_attention_context(config: AgfConfig, query_positions, key_positions, nu
     """The `PositionContext` of a stack's self-attention: positions, and the RoPE angles when `rope` is on."""
     rotary = None
     if position_encoding_of(config).rotary:
-        rotary = rotary_cos_sin(query_positions, config.d_model // num_heads, config.rope_theta)
+        rotary = rotary_cos_sin(query_positions, config.d_model // num_heads, config)
     return PositionContext(query_positions, key_positions, rotary)
 
 

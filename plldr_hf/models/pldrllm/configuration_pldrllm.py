@@ -14,6 +14,8 @@ from transformers import PreTrainedConfig
 
 CUSTOM_G_TYPES = (None, "identity", "random", "external")
 DAG_LOSS_FORMS = ("log_ratio", "notears")
+# `rope_parameters` types the model computes (transformers' RoPE initialisation functions; "default" is plain RoPE)
+ROPE_TYPES = ("default", "linear", "dynamic", "yarn", "llama3")
 
 
 # Copied from plldr_hf.models.agf.configuration_agf.check_field
@@ -32,6 +34,20 @@ def check_field(owner: str, name: str, value, kind: str, low=None, high=None, op
         raise ValueError(f"{owner}`{name}` must be {'>' if open_low else '>='} {low}, got {value!r}")
     if high is not None and (value >= high if open_high else value > high):
         raise ValueError(f"{owner}`{name}` must be {'<' if open_high else '<='} {high}, got {value!r}")
+
+
+def _rope_type(params) -> str | None:
+    """The type of a `rope_parameters` dict, refused unless the model computes it (`ROPE_TYPES`)."""
+    if not params:
+        return None
+    if not isinstance(params, dict):
+        raise ValueError(f"PldrllmConfig: `rope_parameters` must be a dict, got {type(params).__name__}")
+    rope_type = params.get("rope_type", params.get("type", "default"))
+    if rope_type not in ROPE_TYPES:
+        raise ValueError(
+            f"PldrllmConfig: rope_parameters rope_type={rope_type!r} is not supported; choose one of {ROPE_TYPES}"
+        )
+    return rope_type
 
 
 class PldrllmConfig(PreTrainedConfig):
@@ -79,6 +95,10 @@ class PldrllmConfig(PreTrainedConfig):
             RoPE base. Default: 10000.0.
         rope_scaling (`dict`, *optional*):
             Released field; only `None` is supported. Default: `None`.
+        rope_parameters (`dict`, *optional*):
+            transformers 5's RoPE field, `{"rope_type": ..., "rope_theta": ..., ...}` as Llama writes it; types
+            `default`, `linear`, `dynamic`, `yarn` and `llama3` (transformers' RoPE initialisation functions), for
+            both RoPE conventions. Its `rope_theta` replaces `rope_theta`. Default: absent (plain RoPE).
         attention_bias (`bool`, *optional*):
             Bias on the q/k/v/o projections. Default: `True`.
         glu_bias (`bool`, *optional*):
@@ -224,8 +244,23 @@ class PldrllmConfig(PreTrainedConfig):
         self.reference_padding = reference_padding
         self.metric_learner_checkpointing = metric_learner_checkpointing
         self.metric_learner_compile = metric_learner_compile
+        # before transformers validates the type's keys, so an unsupported type is named as such
+        _rope_type(kwargs.get("rope_parameters"))
         super().__init__(tie_word_embeddings=tie_word_embeddings, **kwargs)
         self._check_values()
+        self._check_rope_parameters()
+
+    def _check_rope_parameters(self):
+        """transformers 5's standard RoPE field (`{"rope_type": ..., "rope_theta": ...}`) is honoured, not just saved:
+        a type the model does not compute is refused, and its `rope_theta` becomes the one RoPE base."""
+        params = getattr(self, "rope_parameters", None)
+        if not params:
+            return
+        params["rope_type"] = _rope_type(params)
+        if params.get("rope_theta") is not None:
+            self.rope_theta = params["rope_theta"]
+            check_field("PldrllmConfig: ", "rope_theta", self.rope_theta, "number", low=0.0, open_low=True)
+        params["rope_theta"] = self.rope_theta
 
     def _check_values(self):
         for name in (

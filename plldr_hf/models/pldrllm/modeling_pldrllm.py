@@ -30,7 +30,10 @@ The model is split by concern into sibling files that `save_pretrained` copies w
 | `fused_units.py`   | the metric learner's residual units fused with a hand-written backward (CPU fast path)  |
 | `dag.py`           | the DAG value |ln(tr(e^{M∘M})/d)| and its overflow-safe matrix exponential             |
 | `collapse.py`      | calibration inputs, order parameters and `collapse_model` behind `collapse()`           |
-| this file          | RoPE, the G-cache layer, attention, decoder layer, models and heads                     |
+| `layout.py`        | `call_layout`: one call's positions, mask, packed sequences and `PlgaCall`              |
+| `g_cache.py`       | the G-cache layer `PldrllmCacheLayer` (G from the prompt, reused at every decode step)  |
+| `outputs.py`       | the output records (stock fields plus the PLGA tensors and the DAG terms)              |
+| this file          | RoPE, attention, decoder layer, models and heads                                        |
 
 `PldrllmAttention` chooses where the state comes from: the fixed-G buffer, the G-cache, or `deductive_outputs` (the
 learned path, through `metric_learner`, which picks the fused units or the modules); `PlgaCall` carries what one
@@ -62,7 +65,6 @@ import inspect
 import math
 import os
 import warnings
-from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
@@ -70,22 +72,25 @@ import torch.utils.checkpoint
 from torch import nn
 from transformers import GenerationMixin, PreTrainedModel
 from transformers import initialization as init
-from transformers.cache_utils import Cache, DynamicCache, DynamicLayer
+from transformers.cache_utils import Cache, DynamicCache
 from transformers.masking_utils import create_causal_mask
 from transformers.modeling_layers import GradientCheckpointingLayer
-from transformers.modeling_outputs import (
-    BaseModelOutputWithPast,
-    CausalLMOutputWithPast,
-    QuestionAnsweringModelOutput,
-    SequenceClassifierOutputWithPast,
-    TokenClassifierOutput,
-)
+from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 from transformers.utils import logging
 
 from .collapse import PldrllmCollapseReport, collapse_model, own_config
 from .configuration_pldrllm import PldrllmConfig
 from .fused_units import fused_units, is_plain
+from .g_cache import PldrllmCacheLayer, install_g_cache_layers
+from .layout import call_layout
+from .outputs import (
+    PldrllmCausalLMOutput,
+    PldrllmModelOutput,
+    PldrllmQuestionAnsweringOutput,
+    PldrllmSequenceClassifierOutput,
+    PldrllmTokenClassifierOutput,
+)
 from .plga import (
     PldrllmGLU,
     PldrllmPowerLawGraphLayer,
@@ -96,7 +101,6 @@ from .plga import (
     gram_matrix,
     layer_norm_fp32,
     metric_learner_modules,
-    packed_segment_ids,
     present_segments,
     residual_units,
 )
@@ -219,46 +223,39 @@ def embed_ids(embedding: nn.Module, input_ids: torch.Tensor, owner: str, vocab_s
         ) from error
 
 
-@dataclass
-class PldrllmModelOutput(BaseModelOutputWithPast):
-    """Output of `PldrllmModel`: the stock fields plus the PLDR ones.
-
-    `pldr_attentions[l]` is `(A, A_LM, A_P, G_LM)` of layer l, each (B or 1, H, d, d), when requested with
-    `output_pldr_attentions=True`; `dag_losses` (N, 3) holds the DAG values of (A_LM, A_P, G_LM) per sequence (N =
-    B, or the number of sequences of a packed batch),
-    averaged over layers and heads, when they were computed; `sequence_ids` (B, S) is, for a packed batch, the
-    sequence of each position (the rows of `dag_losses` are those sequences in (row, sequence) order), else None.
-    """
-
-    pldr_attentions: tuple[tuple[torch.FloatTensor, ...], ...] | None = None
-    dag_losses: torch.FloatTensor | None = None
-    sequence_ids: torch.LongTensor | None = None
-
-
-@dataclass
-class PldrllmCausalLMOutput(CausalLMOutputWithPast):
-    """Output of `PldrllmForCausalLM`, with labels: `loss = lm_loss + dag_loss`, the cross-entropy `lm_loss` and the
-    DAG term `dag_loss` normalised alike (summed over label tokens, divided by `num_items_in_batch` when given, else
-    by this batch's label tokens): dag_loss = Σ_i n_i·(w·dag_i) / N for sequences i with n_i label tokens and
-    weights w (A_LM, A_P, G_LM). `dag_losses` (3,) is the unweighted value per tensor averaged over layers and heads
-    and over sequences weighted by n_i (without labels: plain mean over sequences), so that
-    loss = lm_loss + w·dag_losses when `num_items_in_batch` is not given. As Mixtral returns its router `aux_loss`."""
-
-    pldr_attentions: tuple[tuple[torch.FloatTensor, ...], ...] | None = None
-    lm_loss: torch.FloatTensor | None = None
-    dag_loss: torch.FloatTensor | None = None
-    dag_losses: torch.FloatTensor | None = None
+def rope_frequencies(config, head_dim: int, device, seq_len: int | None = None) -> tuple[torch.Tensor, float]:
+    """RoPE inverse frequencies θ_i (d/2,) and the attention factor of `config.rope_parameters`'s type: plain RoPE
+    θ_i = base^(−2i/d) (no `rope_parameters`, or type "default"), else transformers' initialisation function of the
+    type (linear, dynamic NTK for `seq_len` positions, YaRN, Llama 3), as Llama computes them."""
+    params = getattr(config, "rope_parameters", None) or {}
+    rope_type = params.get("rope_type", "default")
+    if rope_type == "default":
+        base = params.get("rope_theta", config.rope_theta)
+        return 1.0 / (base ** (torch.arange(0, head_dim, 2, device=device).float() / head_dim)), 1.0
+    if getattr(config, "head_dim", None) != head_dim:
+        config = copy.copy(config)
+        config.head_dim = head_dim
+    inv_freq, attention_factor = ROPE_INIT_FUNCTIONS[rope_type](config, device, seq_len)
+    return inv_freq.float(), float(attention_factor)
 
 
-def rope_cos_sin(position_ids: torch.Tensor, head_dim: int, base: float) -> tuple[torch.Tensor, torch.Tensor]:
-    """cos and sin of the RoPE angles p·θ_i, θ_i = base^(−2i/d), in float32: (B, 1, S, d/2) each.
+def rope_cos_sin(position_ids: torch.Tensor, config: PldrllmConfig) -> tuple[torch.Tensor, torch.Tensor]:
+    """cos and sin of the RoPE angles p·θ_i (`rope_frequencies`) times the type's attention factor, in float32:
+    (B, 1, S, d/2) each.
 
     Computed per call from the positions instead of a precomputed buffer, so loading from the meta device can never
-    leave an uninitialised table (the NaN bug of the released remote code on transformers 5.x).
+    leave an uninitialised table (the NaN bug of the released remote code on transformers 5.x). Dynamic NTK scaling
+    reads the longest position of the call (outside torch.compile; compiled, the table length).
     """
-    inv_freq = 1.0 / (base ** (torch.arange(0, head_dim, 2, device=position_ids.device).float() / head_dim))
+    params = getattr(config, "rope_parameters", None) or {}
+    seq_len = None
+    if params.get("rope_type") == "dynamic" and not torch.compiler.is_compiling():
+        seq_len = int(position_ids.max()) + 1
+    inv_freq, factor = rope_frequencies(config, config.head_dim, position_ids.device, seq_len)
     angles = position_ids.float()[:, None, :, None] * inv_freq
-    return angles.cos(), angles.sin()
+    if factor == 1.0:
+        return angles.cos(), angles.sin()
+    return angles.cos() * factor, angles.sin() * factor
 
 
 def apply_rope_interleaved(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
@@ -275,60 +272,6 @@ def apply_rope_half(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> to
     x1, x2 = x_float.chunk(2, dim=-1)
     cos, sin = torch.cat((cos, cos), dim=-1), torch.cat((sin, sin), dim=-1)
     return (x_float * cos + torch.cat((-x2, x1), dim=-1) * sin).type_as(x)
-
-
-class PldrllmCacheLayer(DynamicLayer):
-    """A `DynamicLayer` (K, V) that also holds the layer's G-cache, a `PlgaState` of tensors (B or 1, H, d, d).
-
-    Keeping the G state in the cache layer (not on the model) makes it follow beam reordering, batch expansion and
-    selection, and resets it with the cache.
-    """
-
-    def __init__(self, **kwargs):
-        super().__init__(**kwargs)
-        self.pldr_state: PlgaState | None = None
-
-    def reset(self) -> None:
-        super().reset()
-        self.pldr_state = None
-
-    def _map_state(self, fn) -> None:
-        # a state of batch size 1 (cache_first_G) is shared by every row and needs no reordering
-        if self.pldr_state is not None and self.pldr_state.a.shape[0] > 1:
-            self.pldr_state = self.pldr_state.map(fn)
-
-    def reorder_cache(self, beam_idx: torch.LongTensor) -> None:
-        super().reorder_cache(beam_idx)
-        self._map_state(lambda t: t.index_select(0, beam_idx.to(t.device)))
-
-    def batch_repeat_interleave(self, repeats: int) -> None:
-        super().batch_repeat_interleave(repeats)
-        self._map_state(lambda t: t.repeat_interleave(repeats, dim=0))
-
-    def batch_select_indices(self, indices: torch.Tensor) -> None:
-        super().batch_select_indices(indices)
-        self._map_state(lambda t: t[indices, ...])
-
-
-def _install_g_cache_layers(cache: Cache, num_layers: int) -> None:
-    """Give a stock `DynamicCache` G-cache layers; K/V already stored are kept (their G is then recomputed once)."""
-    layers = cache.layers
-    for idx in range(num_layers):
-        if idx < len(layers) and isinstance(layers[idx], PldrllmCacheLayer):
-            continue
-        if idx < len(layers) and type(layers[idx]) is not DynamicLayer:
-            raise ValueError(
-                f"PLDR-LLM with a learned G needs a DynamicCache (its G-cache lives in the cache layers); got "
-                f"{type(layers[idx]).__name__} in layer {idx}. StaticCache and other caches need a fixed G: "
-                f"call `model.collapse()` or use a `custom_G_type` model."
-            )
-        new_layer = PldrllmCacheLayer()
-        if idx < len(layers):
-            old = layers[idx]
-            new_layer.__dict__.update({k: v for k, v in old.__dict__.items() if k != "pldr_state"})
-            layers[idx] = new_layer
-        else:
-            layers.append(new_layer)
 
 
 def eager_attention_forward(
@@ -726,47 +669,28 @@ class PldrllmModel(PldrllmPreTrainedModel):
         if not use_cache and not paged:
             past_key_values = None
         if past_key_values is not None and not fixed:
-            _install_g_cache_layers(past_key_values, cfg.num_hidden_layers)
+            install_g_cache_layers(past_key_values, cfg.num_hidden_layers)
         # a paged cache (continuous batching) holds many requests; positions and the 4-D mask come with the call
         past_len = past_key_values.get_seq_length() if past_key_values is not None and not paged else 0
-        compiling = torch.compiler.is_compiling()
         check_inputs(type(self).__name__, input_ids, inputs_embeds, attention_mask, cfg.vocab_size, past_len)
         if inputs_embeds is None:
             inputs_embeds = embed_ids(self.embedding, input_ids, type(self).__name__, cfg.vocab_size)
         batch, seq_len = inputs_embeds.shape[:2]
 
-        # padding and packing: pads stay out of the Gram matrix, positions follow the mask, and sequences
-        # packed into one row (positions restarting at 0, no mask) get their own Gram matrix and attention block
-        pad_aware = not cfg.reference_padding and not fixed
-        if attention_mask is None and input_ids is not None and past_len == 0 and not compiling:
-            attention_mask = self._mask_from_pad_ids(input_ids)
-        gram_weights = segment_ids = None
-        num_segments = 1
-        mask_2d = attention_mask is not None and attention_mask.dim() == 2
-        if not cfg.reference_padding and mask_2d and position_ids is None:
-            position_ids = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)[:, -seq_len:]
-        if pad_aware and mask_2d:
-            gram_weights = attention_mask[:, -seq_len:]
-        packed = not cfg.reference_padding and attention_mask is None and position_ids is not None and past_len == 0
-        if packed and not compiling and seq_len > 1:
-            segments, count = packed_segment_ids(position_ids if position_ids.dim() == 2 else position_ids[None])
-            if count > 1:
-                segment_ids, num_segments = segments.expand(batch, -1), count
-        # a StaticCache reports its length as a tensor: the check would be a data-dependent branch under torch.compile
-        if cfg.reference_rope and not compiling:
-            # the longest position decides (a packed row may be longer than any of its sequences)
-            longest = int(position_ids.max()) + 1 if position_ids is not None else past_len + seq_len
-            if longest > cfg.max_position_embeddings:
-                raise ValueError(
-                    f"PLDR-LLM: sequence length {longest} (cached {past_len} + new {seq_len}) exceeds "
-                    f"max_position_embeddings={cfg.max_position_embeddings}, the length of the reference RoPE table "
-                    f"(reference_rope=True); truncate the input"
-                )
-        if position_ids is None:
-            position_ids = torch.arange(seq_len, device=inputs_embeds.device)[None] + past_len
-        if position_ids.dim() == 1:
-            position_ids = position_ids[None]
-        position_ids = position_ids.expand(batch, -1)
+        layout = call_layout(
+            cfg,
+            input_ids,
+            attention_mask,
+            position_ids,
+            batch=batch,
+            seq_len=seq_len,
+            past_len=past_len,
+            device=inputs_embeds.device,
+            output_dag_losses=output_dag_losses,
+            cache_first_G=cache_first_G,
+            warn_unmasked=lambda ids: self.warn_if_padding_and_no_attention_mask(ids, None),
+        )
+        plga = layout.plga
 
         # not in place: the released HF port's in-place `*= sqrt(D)` also scaled the tensor returned as hidden_states[0]
         hidden_states = inputs_embeds * math.sqrt(cfg.hidden_size)
@@ -776,20 +700,13 @@ class PldrllmModel(PldrllmPreTrainedModel):
         causal_mask = create_causal_mask(
             config=cfg,
             inputs_embeds=hidden_states,
-            attention_mask=attention_mask,
-            position_ids=position_ids,
+            attention_mask=layout.attention_mask,
+            position_ids=layout.position_ids,
             # transformers builds the block-diagonal mask of packed sequences only without a cache; a packed call
             # starts from an empty cache, so its mask does not depend on it
-            **{CACHE_NAME: None if segment_ids is not None else past_key_values},
+            **{CACHE_NAME: None if layout.packed else past_key_values},
         )
-        rope = rope_cos_sin(position_ids, cfg.head_dim, cfg.rope_theta)
-        plga = PlgaCall(
-            gram_weights=gram_weights,
-            segment_ids=segment_ids,
-            num_segments=num_segments,
-            dag_form=cfg.dag_loss_form if output_dag_losses and not fixed else None,
-            cache_first_G=cache_first_G,
-        )
+        rope = rope_cos_sin(layout.position_ids, cfg)
 
         if output_attentions and cfg._attn_implementation != "eager":
             # the fused kernels return no weights; say so instead of a silent tuple of None (as Llama does)
@@ -827,28 +744,10 @@ class PldrllmModel(PldrllmPreTrainedModel):
             attentions=all_attentions,
             pldr_attentions=all_pldr,
             dag_losses=dag_losses,
-            sequence_ids=segment_ids if dag_losses is not None else None,
+            sequence_ids=plga.segment_ids if dag_losses is not None else None,
             **{CACHE_NAME: past_key_values},
         )
         return output if return_dict else output.to_tuple()
-
-    def _mask_from_pad_ids(self, input_ids: torch.Tensor) -> torch.Tensor | None:
-        """The attention mask of an unmasked batch that holds `pad_token_id` (e.g. lm-evaluation-harness, which
-        right-pads with id 0 and passes no mask), so that its pads stay out of the Gram matrix too.
-
-        Only when the pad id is a token of its own (not also BOS or EOS, where a pad id can be real text) and
-        `reference_padding` is off; otherwise every position counts, with transformers' usual one-time warning.
-        """
-        cfg = self.config
-        pad = cfg.pad_token_id
-        special = {cfg.bos_token_id, *(cfg.eos_token_id if isinstance(cfg.eos_token_id, list) else [cfg.eos_token_id])}
-        if pad is None or cfg.reference_padding or pad in special:
-            self.warn_if_padding_and_no_attention_mask(input_ids, None)
-            return None
-        pads = input_ids == pad
-        if not bool(pads.any()):
-            return None
-        return (~pads).long()
 
 
 class PldrllmForCausalLM(PldrllmPreTrainedModel, GenerationMixin):
@@ -1044,27 +943,6 @@ class PldrllmForCausalLM(PldrllmPreTrainedModel, GenerationMixin):
         return fixed.train(self.training)
 
 
-@dataclass
-class PldrllmSequenceClassifierOutput(SequenceClassifierOutputWithPast):
-    """`SequenceClassifierOutputWithPast` plus `pldr_attentions` (see `PldrllmModelOutput`)."""
-
-    pldr_attentions: tuple[tuple[torch.FloatTensor, ...], ...] | None = None
-
-
-@dataclass
-class PldrllmTokenClassifierOutput(TokenClassifierOutput):
-    """`TokenClassifierOutput` plus `pldr_attentions` (see `PldrllmModelOutput`)."""
-
-    pldr_attentions: tuple[tuple[torch.FloatTensor, ...], ...] | None = None
-
-
-@dataclass
-class PldrllmQuestionAnsweringOutput(QuestionAnsweringModelOutput):
-    """`QuestionAnsweringModelOutput` plus `pldr_attentions` (see `PldrllmModelOutput`)."""
-
-    pldr_attentions: tuple[tuple[torch.FloatTensor, ...], ...] | None = None
-
-
 class _PldrllmHeadModel(PldrllmPreTrainedModel):
     """Shared body of the released task heads: the decoder under `decoder`, run without a cache."""
 
@@ -1073,6 +951,17 @@ class _PldrllmHeadModel(PldrllmPreTrainedModel):
 
     def set_input_embeddings(self, value: nn.Embedding) -> None:
         self.decoder.embedding = value
+
+    def _head_output(self, output_class, outputs: PldrllmModelOutput, return_dict: bool | None, **fields):
+        """The head's output with the decoder's optional outputs, as a dataclass or (return_dict=False) a tuple."""
+        output = output_class(
+            hidden_states=outputs.hidden_states,
+            attentions=outputs.attentions,
+            pldr_attentions=outputs.pldr_attentions,
+            **fields,
+        )
+        return_dict = return_dict if return_dict is not None else self.config.return_dict
+        return output if return_dict else output.to_tuple()
 
     def _run_decoder(self, input_ids, attention_mask, position_ids, inputs_embeds, kwargs) -> PldrllmModelOutput:
         kwargs.pop("use_cache", None)
@@ -1113,7 +1002,6 @@ class PldrllmForSequenceClassification(_PldrllmHeadModel):
         return_dict: bool | None = None,
         **kwargs,
     ) -> PldrllmSequenceClassifierOutput | tuple:
-        return_dict = return_dict if return_dict is not None else self.config.return_dict
         outputs = self._run_decoder(input_ids, attention_mask, position_ids, inputs_embeds, kwargs)
         logits = self.score(outputs.last_hidden_state)  # (B, S, num_labels)
         batch, seq_len = logits.shape[:2]
@@ -1129,14 +1017,9 @@ class PldrllmForSequenceClassification(_PldrllmHeadModel):
         loss = None
         if labels is not None:
             loss = self.loss_function(logits=logits, labels=labels, pooled_logits=pooled_logits, config=self.config)
-        output = PldrllmSequenceClassifierOutput(
-            loss=loss,
-            logits=pooled_logits,
-            hidden_states=outputs.hidden_states,
-            attentions=outputs.attentions,
-            pldr_attentions=outputs.pldr_attentions,
+        return self._head_output(
+            PldrllmSequenceClassifierOutput, outputs, return_dict, loss=loss, logits=pooled_logits
         )
-        return output if return_dict else output.to_tuple()
 
 
 class PldrllmForTokenClassification(_PldrllmHeadModel):
@@ -1162,18 +1045,10 @@ class PldrllmForTokenClassification(_PldrllmHeadModel):
         return_dict: bool | None = None,
         **kwargs,
     ) -> PldrllmTokenClassifierOutput | tuple:
-        return_dict = return_dict if return_dict is not None else self.config.return_dict
         outputs = self._run_decoder(input_ids, attention_mask, position_ids, inputs_embeds, kwargs)
         logits = self.score(self.dropout(outputs.last_hidden_state))
         loss = None if labels is None else self.loss_function(logits, labels, self.config)
-        output = PldrllmTokenClassifierOutput(
-            loss=loss,
-            logits=logits,
-            hidden_states=outputs.hidden_states,
-            attentions=outputs.attentions,
-            pldr_attentions=outputs.pldr_attentions,
-        )
-        return output if return_dict else output.to_tuple()
+        return self._head_output(PldrllmTokenClassifierOutput, outputs, return_dict, loss=loss, logits=logits)
 
 
 class PldrllmForQuestionAnswering(_PldrllmHeadModel):
@@ -1196,7 +1071,6 @@ class PldrllmForQuestionAnswering(_PldrllmHeadModel):
         return_dict: bool | None = None,
         **kwargs,
     ) -> PldrllmQuestionAnsweringOutput | tuple:
-        return_dict = return_dict if return_dict is not None else self.config.return_dict
         kwargs.pop("token_type_ids", None)
         outputs = self._run_decoder(input_ids, attention_mask, position_ids, inputs_embeds, kwargs)
         start_logits, end_logits = self.qa_outputs(outputs.last_hidden_state).split(1, dim=-1)
@@ -1204,15 +1078,14 @@ class PldrllmForQuestionAnswering(_PldrllmHeadModel):
         loss = None
         if start_positions is not None and end_positions is not None:
             loss = self.loss_function(start_logits, end_logits, start_positions, end_positions)
-        output = PldrllmQuestionAnsweringOutput(
+        return self._head_output(
+            PldrllmQuestionAnsweringOutput,
+            outputs,
+            return_dict,
             loss=loss,
             start_logits=start_logits,
             end_logits=end_logits,
-            hidden_states=outputs.hidden_states,
-            attentions=outputs.attentions,
-            pldr_attentions=outputs.pldr_attentions,
         )
-        return output if return_dict else output.to_tuple()
 
 
 __all__ = [

@@ -4,7 +4,8 @@ import argparse
 import json
 from pathlib import Path
 
-from plldr_hf_cli.arguments import UsageError, positive_int
+from plldr_hf_cli.arguments import UsageError, bounded_int, positive_int
+from plldr_hf_cli.output import write_file
 
 
 MODEL_TYPES = ("agf",)
@@ -15,10 +16,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--source-lang", default="en", help="[%(default)s]")
     group.add_argument("--target-lang", default="de", help="[%(default)s]")
     group.add_argument("--num-beams", type=positive_int, help="beam size [the model's generation config]")
-    group.add_argument("--max-source-length", type=int, default=128, help="source truncation [%(default)s]")
+    group.add_argument(
+        "--max-source-length", type=bounded_int(1, 1 << 20), default=128, help="source truncation [%(default)s]"
+    )
     group.add_argument(
         "--max-target-length",
-        type=int,
+        type=bounded_int(1, 1 << 20),
         default=128,
         help="reference truncation for the accuracy, and the generation limit [%(default)s]",
     )
@@ -69,7 +72,8 @@ def run(args: argparse.Namespace, config: dict) -> int:
             path = Path(args.hypotheses)
             if len(args.split) > 1:
                 path = path.with_name(f"{path.stem}.{split}{path.suffix}")
-            path.write_text("".join(h.replace("\n", " ") + "\n" for h in hypotheses), encoding="utf-8")
+            lines = "".join(h.replace("\n", " ") + "\n" for h in hypotheses)
+            write_file(path, lambda target, lines=lines: target.write_text(lines, encoding="utf-8"))
         results[split] = scores
         if args.format == "table":
             print(format_scores(scores, title=f"{args.model_dir} — {split} ({scores['segments']} segments)"))
@@ -83,5 +87,5 @@ def run(args: argparse.Namespace, config: dict) -> int:
     if args.format == "json":
         print(text)
     if args.output_json:
-        Path(args.output_json).write_text(text + "\n", encoding="utf-8")
+        write_file(args.output_json, lambda target: target.write_text(text + "\n", encoding="utf-8"))
     return 0

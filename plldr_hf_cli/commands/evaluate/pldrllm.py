@@ -8,9 +8,9 @@ text files (optionally .gz).
 
 import argparse
 import json
-from pathlib import Path
 
 from plldr_hf_cli.arguments import UsageError, positive_int
+from plldr_hf_cli.output import write_file
 
 
 MODEL_TYPES = ("pldrllm",)
@@ -74,5 +74,5 @@ def run(args: argparse.Namespace, config: dict) -> int:
     if args.format == "json":
         print(text)
     if args.output_json:
-        Path(args.output_json).write_text(text + "\n", encoding="utf-8")
+        write_file(args.output_json, lambda target: target.write_text(text + "\n", encoding="utf-8"))
     return 0

@@ -7,6 +7,7 @@ run, or a reloaded copy. Tiny configs (vocab 99, d_model 32, 2 + 2 layers, 4 hea
 import json
 import math
 import warnings
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -365,7 +366,9 @@ def test_bias_baselines_match_independent_formula(kind):
 def test_rope_matches_complex_rotation_and_is_relative():
     states = torch.randn(2, 4, 6, 8)
     positions = torch.tensor([[0, 1, 2, 3, 4, 5], [3, 4, 5, 6, 7, 8]])
-    rotated = agf_positions.apply_rotary(states, *agf_positions.rotary_cos_sin(positions, 8, 10000.0))
+    rotated = agf_positions.apply_rotary(
+        states, *agf_positions.rotary_cos_sin(positions, 8, SimpleNamespace(rope_theta=10000.0))
+    )
     pairs = torch.view_as_complex(states.double().reshape(2, 4, 6, 4, 2).contiguous())
     theta = 10000.0 ** (-torch.arange(0, 8, 2, dtype=torch.float64) / 8)
     phase = torch.polar(torch.ones(2, 1, 6, 4, dtype=torch.float64), positions[:, None, :, None] * theta)
@@ -374,11 +377,15 @@ def test_rope_matches_complex_rotation_and_is_relative():
     # q·k depends only on m − n: shifting every position leaves the logits unchanged
     q, k = states, torch.randn(2, 4, 6, 8)
     logits = agf_positions.apply_rotary(
-        q, *agf_positions.rotary_cos_sin(positions, 8, 1e4)
-    ) @ agf_positions.apply_rotary(k, *agf_positions.rotary_cos_sin(positions, 8, 1e4)).transpose(-1, -2)
+        q, *agf_positions.rotary_cos_sin(positions, 8, SimpleNamespace(rope_theta=1e4))
+    ) @ agf_positions.apply_rotary(
+        k, *agf_positions.rotary_cos_sin(positions, 8, SimpleNamespace(rope_theta=1e4))
+    ).transpose(-1, -2)
     shifted = agf_positions.apply_rotary(
-        q, *agf_positions.rotary_cos_sin(positions + 11, 8, 1e4)
-    ) @ agf_positions.apply_rotary(k, *agf_positions.rotary_cos_sin(positions + 11, 8, 1e4)).transpose(-1, -2)
+        q, *agf_positions.rotary_cos_sin(positions + 11, 8, SimpleNamespace(rope_theta=1e4))
+    ) @ agf_positions.apply_rotary(
+        k, *agf_positions.rotary_cos_sin(positions + 11, 8, SimpleNamespace(rope_theta=1e4))
+    ).transpose(-1, -2)
     assert_close("rope shift invariance", logits, shifted, atol=1e-4)
 
 

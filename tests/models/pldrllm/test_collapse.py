@@ -133,7 +133,7 @@ def test_collapsed_forward_is_stock_sdpa_on_q_times_g(monkeypatch):
     cfg = model.config
     hidden = inputs["hidden"]
     q = layer0.wq(hidden).view(1, 9, cfg.num_attention_heads, cfg.head_dim).transpose(1, 2)
-    cos, sin = mp.rope_cos_sin(torch.arange(9)[None], cfg.head_dim, cfg.rope_theta)
+    cos, sin = mp.rope_cos_sin(torch.arange(9)[None], cfg)
     expected = mp.apply_rope_interleaved(q, cos, sin) @ model.decoder.past_G_values[0, 2]
     assert_close("q' = q_rot·G", expected, queries[0][1], atol=1e-6, rtol=1e-6)
 

@@ -3,6 +3,7 @@ G is input-invariant by construction (collapsed) or not (random weights)."""
 
 import json
 import math
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -57,7 +58,7 @@ def test_cross_head_spread():
 
 def rope_matrix(position: int, reference_rope: bool) -> torch.Tensor:
     """R(p) with x_rot = x·R(p), built by rotating the rows of the identity with the model's own RoPE."""
-    cos, sin = mp.rope_cos_sin(torch.tensor([[position] * D]), D, 10000.0)
+    cos, sin = mp.rope_cos_sin(torch.tensor([[position] * D]), SimpleNamespace(head_dim=D, rope_theta=10000.0))
     apply = mp.apply_rope_interleaved if reference_rope else mp.apply_rope_half
     return apply(torch.eye(D, dtype=torch.float64)[None, None], cos.double(), sin.double())[0, 0]
 

@@ -3,6 +3,7 @@
 import copy
 import functools
 import math
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -55,7 +56,7 @@ def reference_rope(x, positions, base=10000.0, interleaved=True):
 def test_rope_matches_independent_formula(interleaved):
     x = torch.randn(2, 3, 7, 16)
     positions = torch.arange(5, 12)
-    cos, sin = mp.rope_cos_sin(positions[None].expand(2, -1), 16, 10000.0)
+    cos, sin = mp.rope_cos_sin(positions[None].expand(2, -1), SimpleNamespace(head_dim=16, rope_theta=10000.0))
     fn = mp.apply_rope_interleaved if interleaved else mp.apply_rope_half
     assert_close("rope", reference_rope(x, positions, interleaved=interleaved).float(), fn(x, cos, sin), atol=1e-5)
 
@@ -76,7 +77,7 @@ def test_identity_g_is_plain_sdpa():
     attn = model.decoder.dec_layers[0].mha1
     hidden = torch.randn(2, 7, 32)
     positions = torch.arange(7)[None].expand(2, -1)
-    rope = mp.rope_cos_sin(positions, 16, 10000.0)
+    rope = mp.rope_cos_sin(positions, SimpleNamespace(head_dim=16, rope_theta=10000.0))
     causal = torch.ones(7, 7, dtype=torch.bool).tril()[None, None]
     out, _, _ = attn(hidden, rope, causal, fixed_g=model.decoder.past_G_values[0])
 
@@ -102,7 +103,7 @@ def test_eager_and_sdpa_agree(fixed):
     if fixed is None:
         # one layer on the same input: the backends differ by float32 rounding only
         hidden = torch.randn(3, 13, 32)
-        rope = mp.rope_cos_sin(torch.arange(13)[None].expand(3, -1), 16, eager.config.rope_theta)
+        rope = mp.rope_cos_sin(torch.arange(13)[None].expand(3, -1), eager.config)
         causal = torch.ones(13, 13, dtype=torch.bool).tril()[None, None]
         layer_outputs = [m.decoder.dec_layers[0].mha1(hidden, rope, causal)[0] for m in (eager, sdpa)]
         assert_close("one learned-G layer", *layer_outputs, atol=1e-6)

@@ -156,7 +156,8 @@ FILE_OUTPUT_DESTS = ("output_json", "hypotheses", "output")
 
 
 def output_file_problem(args: argparse.Namespace) -> str | None:
-    """Why a file output cannot be written (a folder, or its folder missing), checked before any work."""
+    """Why a file output cannot be written (a folder, or a file where its folder should be), checked before any
+    work; a missing folder is created when the output is written."""
     for dest in FILE_OUTPUT_DESTS:
         value = getattr(args, dest, None)
         if not isinstance(value, str) or not value:
@@ -164,8 +165,9 @@ def output_file_problem(args: argparse.Namespace) -> str | None:
         path = Path(value).expanduser()
         if path.is_dir():
             return f"{_flag_name(dest)} {value} is a folder; give a file path"
-        if not path.parent.is_dir():
-            return f"{_flag_name(dest)} {value}: the folder {path.parent} does not exist; create it first"
+        blocking = next((parent for parent in path.parents if parent.exists() and not parent.is_dir()), None)
+        if blocking is not None:
+            return f"{_flag_name(dest)} {value}: {blocking} is a file, not a folder; give another path"
     return None
 
 

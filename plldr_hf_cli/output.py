@@ -60,6 +60,7 @@ def write_file(path, write) -> Path:
     path = Path(path)
     staging = path.parent / f".{path.name}.partial-{os.getpid()}{path.suffix}"
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
         write(staging)
         os.replace(staging, path)
     except OSError as error:

@@ -164,7 +164,7 @@ class Probe:
     def cli_every_output_path(self) -> None:
         """The class: every argument a command writes gets the paths that would lose what it reads (the input
         itself, a file inside it, the folder holding it) and the paths it cannot write to (a folder for a file, a
-        file under a missing folder). The model folder must not change."""
+        file where a folder should be). The model folder must not change."""
         p, a, w = self.pldr, self.agf, self.work
         holder = w / "holder"
         held = self.copy(p, "holder/pldr")  # a model inside a folder passed as the output
@@ -190,7 +190,7 @@ class Probe:
             if kind == "file":
                 cases += [
                     ("a folder", w, "folder", model),
-                    ("under a missing folder", w / "no" / "x.out", "exist", model),
+                    ("under a file", self.texts / "x.out", "not a folder", model),
                 ]
             for what, out, expect, used in cases:
                 self.cli(f"{name} = {what}", argv(out, used if what != "the folder holding the input" else target),

@@ -187,7 +187,7 @@ def test_an_output_path_that_is_a_file_is_refused_before_any_work(tmp_path, caps
 
 def test_quickstart_minutes_must_be_positive():
     proc = _run("quickstart", "--minutes", "-1")
-    assert proc.returncode == 2 and "--minutes: must be a positive number, got -1" in proc.stderr
+    assert proc.returncode == 2 and "--minutes: must be a finite positive number, got -1" in proc.stderr
     assert "Traceback" not in proc.stderr
 
 

@@ -1,7 +1,7 @@
 r"""AGF / PCM-V translation Transformer: an encoder–decoder whose attention takes position from one config switch.
 
 Self-contained for `trust_remote_code`: imports only torch, transformers (public names), the standard library and
-its siblings (`configuration_agf.py`, `positions.py`, `position_encodings.py`). AGF and PCM-V: arXiv 2603.04805 (only its abstract is public; LC1–LC3 as described there);
+its siblings (`configuration_agf.py`, `positions.py`, `rotary.py`, `position_encodings.py`). AGF and PCM-V: arXiv 2603.04805 (only its abstract is public; LC1–LC3 as described there);
 baselines: each function names its paper.
 
 Notable features (what differs from Marian/BART):
@@ -66,7 +66,6 @@ from .positions import (
     PositionContext,
     T5RelativeBias,
     add_absolute_positions,
-    apply_rotary,
     cross_attention_context,
     gather_distance_table,
     position_modules,
@@ -75,6 +74,7 @@ from .positions import (
     self_attention_context,
     shares_positions,
 )
+from .rotary import apply_rotary
 
 
 try:
@@ -200,7 +200,7 @@ def eager_attention_forward(
     attention_mask: torch.Tensor | None,
     scaling: float,
     dropout: float = 0.0,
-    position_terms: AttentionPositionTerms | None = None,
+    attention_terms: AttentionPositionTerms | None = None,
     **kwargs,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Reference path. q, k, v (B, H, L, d) → output (B, Lq, H, d), effective weights (B, H, Lq, Lk).
@@ -211,9 +211,9 @@ def eager_attention_forward(
     scores = torch.matmul(query, key.transpose(2, 3))
     scores = scores.to(torch.promote_types(scores.dtype, torch.float32)) * scaling
     value_weight = None
-    if position_terms is not None:
+    if attention_terms is not None:
         num_heads = query.shape[1]
-        head, distances, index = position_terms.distance_table(num_heads)
+        head, distances, index = attention_terms.distance_table(num_heads)
 
         def per_score(term: Callable, exp: bool = False) -> torch.Tensor:
             # the term on every (head, distance) pair once, exp'd there if asked, then gathered per score
@@ -221,16 +221,16 @@ def eager_attention_forward(
             return gather_distance_table(torch.exp(table) if exp else table, index)
 
         coefficient = None
-        if position_terms.log_coefficient is not None:
-            coefficient = per_score(position_terms.log_coefficient, exp=True)
+        if attention_terms.log_coefficient is not None:
+            coefficient = per_score(attention_terms.log_coefficient, exp=True)
             scores = scores * coefficient
-        if position_terms.bias is not None:
-            scores = scores + per_score(position_terms.bias)
-        if position_terms.value_log_coefficient is not None:
-            if position_terms.value_log_coefficient is position_terms.log_coefficient:
+        if attention_terms.bias is not None:
+            scores = scores + per_score(attention_terms.bias)
+        if attention_terms.value_log_coefficient is not None:
+            if attention_terms.value_log_coefficient is attention_terms.log_coefficient:
                 value_weight = coefficient
             else:
-                value_weight = per_score(position_terms.value_log_coefficient, exp=True)
+                value_weight = per_score(attention_terms.value_log_coefficient, exp=True)
     keep = None
     if attention_mask is not None:
         keep, additive = _split_mask(attention_mask)
@@ -276,7 +276,7 @@ def flex_attention_forward(
     attention_mask: torch.Tensor | BlockMask | None,
     scaling: float,
     dropout: float = 0.0,
-    position_terms: AttentionPositionTerms | None = None,
+    attention_terms: AttentionPositionTerms | None = None,
     **kwargs,
 ) -> tuple[torch.Tensor, None]:
     """FlexAttention path (pytorch.org/docs/stable/nn.attention.flex_attention.html): the same result as `eager_attention_forward`, no score matrix kept.
@@ -298,7 +298,7 @@ def flex_attention_forward(
         keep = keep.expand(batch, num_heads, q_len, kv_len)
         if additive is not None:
             additive = additive.expand(batch, num_heads, q_len, kv_len)
-    terms = position_terms
+    terms = attention_terms
     # plain locals (module-level functions, argument tuples) for Dynamo to guard; see `PositionTerm`
     coefficient_fn = coefficient_args = bias_fn = bias_args = value_fn = value_args = None
     if terms is not None:
@@ -456,7 +456,7 @@ class AgfAttention(nn.Module):
             attention_mask,
             scaling=self.scaling,
             dropout=self.dropout if self.training else 0.0,
-            position_terms=terms,
+            attention_terms=terms,
         )
         # (B, Lq, H, d)
         if self.pcmv and feature_weight is not None:
@@ -640,26 +640,6 @@ class AgfPreTrainedModel(PreTrainedModel):
         model = super().from_pretrained(pretrained_model_name_or_path, *args, **kwargs)
         return remember_local_folder(model, pretrained_model_name_or_path)
 
-    def _shared_terms(self, modules: tuple, context: PositionContext) -> AttentionPositionTerms | None:
-        """The terms of a stack's shared position parameters on `context`, evaluated once per forward for all its
-        layers (None when the stack shares none)."""
-        terms = position_terms(modules, context, self.config.pcmv)
-        if terms is not None and self.training and torch.is_grad_enabled():
-            for layer in self.layers:
-                checkpoint_kwargs = getattr(getattr(layer, "_gradient_checkpointing_func", None), "keywords", {})
-                if layer.gradient_checkpointing and checkpoint_kwargs.get("use_reentrant"):
-                    # the terms reach the layers as data; reentrant checkpointing tracks only a layer's positional
-                    # tensor arguments, and its backward then runs through the terms' graph once per layer (torch
-                    # stops with "Trying to backward through the graph a second time")
-                    # transformers 5.24 renamed gradient_checkpointing_enable
-                    enable = "activation" if hasattr(self, "activation_checkpointing_enable") else "gradient"
-                    raise ValueError(
-                        "AGF: position parameters shared across layers (agf_share_across_layers or T5 bias) need "
-                        f"non-reentrant gradient checkpointing (the default); call {enable}_checkpointing_enable() "
-                        "without use_reentrant=True"
-                    )
-        return terms
-
     @torch.no_grad()
     def _init_weights(self, module: nn.Module) -> None:
         """Initialise every weight; raw parameters only here (transformers skips tensors loaded from a checkpoint).
@@ -726,7 +706,34 @@ def _embedding(config: AgfConfig) -> AgfScaledWordEmbedding:
     return AgfScaledWordEmbedding(config.vocab_size, config.d_model, config.pad_token_id, embed_scale=scale)
 
 
-class AgfEncoder(AgfPreTrainedModel):
+class _AgfStack(AgfPreTrainedModel):
+    """What the encoder and the decoder share: their layers and the position parameters they may own for all of
+    them (`positions.shares_positions`)."""
+
+    layers: nn.ModuleList
+
+    def _shared_terms(self, modules: tuple, context: PositionContext) -> AttentionPositionTerms | None:
+        """The terms of a stack's shared position parameters on `context`, evaluated once per forward for all its
+        layers (None when the stack shares none)."""
+        terms = position_terms(modules, context, self.config.pcmv)
+        if terms is not None and self.training and torch.is_grad_enabled():
+            for layer in self.layers:
+                checkpoint_kwargs = getattr(getattr(layer, "_gradient_checkpointing_func", None), "keywords", {})
+                if layer.gradient_checkpointing and checkpoint_kwargs.get("use_reentrant"):
+                    # the terms reach the layers as data; reentrant checkpointing tracks only a layer's positional
+                    # tensor arguments, and its backward then runs through the terms' graph once per layer (torch
+                    # stops with "Trying to backward through the graph a second time")
+                    # transformers 5.24 renamed gradient_checkpointing_enable
+                    enable = "activation" if hasattr(self, "activation_checkpointing_enable") else "gradient"
+                    raise ValueError(
+                        "AGF: position parameters shared across layers (agf_share_across_layers or T5 bias) need "
+                        f"non-reentrant gradient checkpointing (the default); call {enable}_checkpointing_enable() "
+                        "without use_reentrant=True"
+                    )
+        return terms
+
+
+class AgfEncoder(_AgfStack):
     """Transformer encoder: token embeddings (+ sinusoidal PE for the vanilla baseline) and `encoder_layers` blocks."""
 
     def __init__(self, config: AgfConfig):
@@ -792,7 +799,7 @@ class AgfEncoder(AgfPreTrainedModel):
         return output if return_dict else output.to_tuple()
 
 
-class AgfDecoder(AgfPreTrainedModel):
+class AgfDecoder(_AgfStack):
     """Transformer decoder: causal self-attention with a KV cache, cross-attention over the encoder output."""
 
     def __init__(self, config: AgfConfig):

@@ -30,26 +30,24 @@ class PositionEncodingInfo:
         label: display name (tables, plots, the quickstart).
         embedding: absolute sinusoidal vectors are added to the token embeddings.
         rotary: queries and keys of self-attention are rotated at their real positions.
-        term: the class in `positions.py` of the module evaluated for attention (a log-coefficient multiplying the
-            scaled logits, or a bias added to them), or None.
-        per_stack: one such module per stack, shared by its layers, instead of one per attention.
+        term: a module evaluated for attention (a log-coefficient multiplying the scaled logits, or a bias added to
+            them); `positions.TERM_MODULES` maps the encoding's name to that module's class.
     """
 
     label: str
     embedding: bool = False
     rotary: bool = False
-    term: str | None = None
-    per_stack: bool = False
+    term: bool = False
 
 
 POSITION_ENCODINGS: dict[str, PositionEncodingInfo] = {
-    "agf": PositionEncodingInfo("AGF", term="AgfPositionCoefficient"),
+    "agf": PositionEncodingInfo("AGF", term=True),
     "sinusoidal": PositionEncodingInfo("sinusoidal (vanilla)", embedding=True),
     "rope": PositionEncodingInfo("RoPE", rotary=True),
-    "alibi": PositionEncodingInfo("ALiBi", term="AlibiBias"),
-    "kerple_power": PositionEncodingInfo("KERPLE-power", term="KerpleBias"),
-    "kerple_log": PositionEncodingInfo("KERPLE-log", term="KerpleBias"),
-    "t5": PositionEncodingInfo("T5 bias", term="T5RelativeBias", per_stack=True),
+    "alibi": PositionEncodingInfo("ALiBi", term=True),
+    "kerple_power": PositionEncodingInfo("KERPLE-power", term=True),
+    "kerple_log": PositionEncodingInfo("KERPLE-log", term=True),
+    "t5": PositionEncodingInfo("T5 bias", term=True),
     "none": PositionEncodingInfo("no positions (NoPE)"),
 }
 

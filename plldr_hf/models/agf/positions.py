@@ -29,7 +29,6 @@ Symbols (paper → code):
 This file is remote code (copied next to the weights by `save_pretrained`): it imports only torch and its siblings.
 """
 
-import copy
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -37,10 +36,10 @@ from dataclasses import dataclass, field
 import torch
 import torch.nn.functional as F
 from torch import nn
-from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
 
 from .configuration_agf import AgfConfig
 from .position_encodings import POSITION_ENCODINGS, PositionEncodingInfo
+from .rotary import rotary_cos_sin
 
 
 def positions_from_mask(attention_mask: torch.Tensor | None, batch_size: int, length: int, device) -> torch.Tensor:
@@ -56,42 +55,6 @@ def sinusoidal_position_embedding(positions: torch.Tensor, dim: int) -> torch.Te
     angles = positions.float()[..., None] * inv_freq  # (B, L, ceil(dim/2))
     embedding = torch.stack((angles.sin(), angles.cos()), dim=-1).flatten(-2)
     return embedding[..., :dim]
-
-
-# Copied from plldr_hf.models.pldrllm.modeling_pldrllm.rope_frequencies
-def rope_frequencies(config, head_dim: int, device, seq_len: int | None = None) -> tuple[torch.Tensor, float]:
-    """RoPE inverse frequencies θ_i (d/2,) and the attention factor of `config.rope_parameters`'s type: plain RoPE
-    θ_i = base^(−2i/d) (no `rope_parameters`, or type "default"), else transformers' initialisation function of the
-    type (linear, dynamic NTK for `seq_len` positions, YaRN, Llama 3), as Llama computes them."""
-    params = getattr(config, "rope_parameters", None) or {}
-    rope_type = params.get("rope_type", "default")
-    if rope_type == "default":
-        base = params.get("rope_theta", config.rope_theta)
-        return 1.0 / (base ** (torch.arange(0, head_dim, 2, device=device).float() / head_dim)), 1.0
-    if getattr(config, "head_dim", None) != head_dim:
-        config = copy.copy(config)
-        config.head_dim = head_dim
-    inv_freq, attention_factor = ROPE_INIT_FUNCTIONS[rope_type](config, device, seq_len)
-    return inv_freq.float(), float(attention_factor)
-
-
-def rotary_cos_sin(positions: torch.Tensor, head_dim: int, config: AgfConfig) -> tuple[torch.Tensor, torch.Tensor]:
-    """cos and sin of the RoPE angles position·θ_i (arXiv 2104.09864; `rope_frequencies`) times the type's attention
-    factor, float32 (B, 1, L, d/2)."""
-    params = getattr(config, "rope_parameters", None) or {}
-    seq_len = None
-    if params.get("rope_type") == "dynamic" and not torch.compiler.is_compiling():
-        seq_len = int(positions.max()) + 1
-    inv_freq, factor = rope_frequencies(config, head_dim, positions.device, seq_len)
-    angles = positions.float()[:, None, :, None] * inv_freq
-    return angles.cos() * factor, angles.sin() * factor
-
-
-def apply_rotary(states: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """RoPE: rotate feature pair (2i, 2i+1) of each head by the angles of `rotary_cos_sin`; states (B, H, L, d)."""
-    even, odd = states[..., 0::2].float(), states[..., 1::2].float()
-    rotated = torch.stack((even * cos - odd * sin, even * sin + odd * cos), dim=-1).flatten(-2)
-    return rotated.to(states.dtype)
 
 
 def alibi_slopes(num_heads: int) -> list[float]:
@@ -528,9 +491,14 @@ class T5RelativeBias(_PositionBias):
         return PositionTerm(t5_bias, (table, self.bidirectional, self.num_buckets, self.max_distance))
 
 
-# the classes `PositionEncodingInfo.term` names
+# the module class of each position encoding that has an attention term (`PositionEncodingInfo.term`); whether a
+# stack shares one instance for all its layers is the class's own rule (`shared_by_stack`)
 TERM_MODULES: dict[str, type[nn.Module]] = {
-    cls.__name__: cls for cls in (AgfPositionCoefficient, AlibiBias, KerpleBias, T5RelativeBias)
+    "agf": AgfPositionCoefficient,
+    "alibi": AlibiBias,
+    "kerple_power": KerpleBias,
+    "kerple_log": KerpleBias,
+    "t5": T5RelativeBias,
 }
 
 
@@ -550,8 +518,8 @@ def position_modules(config: AgfConfig, num_heads: int, *, causal: bool, cross: 
     if cross and config.agf_cross_attention == "none":
         return None, None
     head_dim = config.d_model // num_heads
-    term = position_encoding_of(config).term
-    module = TERM_MODULES[term].from_config(config, num_heads, head_dim, causal) if term is not None else None
+    term_class = TERM_MODULES.get(config.position_encoding)
+    module = term_class.from_config(config, num_heads, head_dim, causal) if term_class is not None else None
     value = None
     if config.pcmv and config.pcmv_coefficient == "separate":
         value = AgfPositionCoefficient.from_config(config, num_heads, head_dim, causal, feature_weights=False)
@@ -562,8 +530,8 @@ def shares_positions(config: AgfConfig, cross: bool = False) -> bool:
     """Whether a stack owns one set of position modules for all its layers (`position_modules`)."""
     if cross:
         return config.agf_cross_attention != "none" and config.agf_share_across_layers
-    term = position_encoding_of(config).term
-    return term is not None and TERM_MODULES[term].shared_by_stack(config)
+    term_class = TERM_MODULES.get(config.position_encoding)
+    return term_class is not None and term_class.shared_by_stack(config)
 
 
 def position_terms(modules: tuple, context: PositionContext, pcmv: bool) -> AttentionPositionTerms | None:

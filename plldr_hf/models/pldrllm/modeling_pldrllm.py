@@ -253,8 +253,6 @@ def rope_cos_sin(position_ids: torch.Tensor, config: PldrllmConfig) -> tuple[tor
         seq_len = int(position_ids.max()) + 1
     inv_freq, factor = rope_frequencies(config, config.head_dim, position_ids.device, seq_len)
     angles = position_ids.float()[:, None, :, None] * inv_freq
-    if factor == 1.0:
-        return angles.cos(), angles.sin()
     return angles.cos() * factor, angles.sin() * factor
 
 

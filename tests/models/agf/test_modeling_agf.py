@@ -19,6 +19,7 @@ import plldr_hf
 from plldr_hf import AgfConfig, AgfForConditionalGeneration, AgfModel
 from plldr_hf.models.agf import modeling_agf as agf
 from plldr_hf.models.agf import positions as agf_positions
+from plldr_hf.models.agf import rotary as agf_rotary
 from tests.utils import (
     BOS,
     EOS,
@@ -239,7 +240,7 @@ def test_eager_agf_matches_independent_formula(pcmv, directional):
     terms = agf_positions.AttentionPositionTerms(
         agf_positions.PositionContext(q_pos, k_pos), log_coefficient=log_c, value_log_coefficient=value_log_c
     )
-    out, weights = agf.eager_attention_forward(_Stub(), q, k, v, keep, 8**-0.5, position_terms=terms)
+    out, weights = agf.eager_attention_forward(_Stub(), q, k, v, keep, 8**-0.5, attention_terms=terms)
 
     delta = q_pos[:, None, :, None] - k_pos[:, None, None, :]
     c = _independent_agf_coefficient(module, delta)
@@ -265,7 +266,7 @@ def test_masks_are_applied_after_the_coefficient():
         agf_positions.PositionContext(q_pos, k_pos), log_coefficient=lambda head, delta: 30.0 + 0.0 * delta
     )
     for mask in (keep, float_mask):
-        out, weights = agf.eager_attention_forward(_Stub(), q, k, v, mask, 8**-0.5, position_terms=terms)
+        out, weights = agf.eager_attention_forward(_Stub(), q, k, v, mask, 8**-0.5, attention_terms=terms)
         assert torch.isfinite(out).all()
         assert torch.all(weights.masked_select(~keep.expand_as(weights)) == 0)
 
@@ -277,7 +278,7 @@ def test_fully_masked_rows_give_zero_output_and_finite_gradients():
     terms = agf_positions.AttentionPositionTerms(
         agf_positions.PositionContext(q_pos, k_pos), module.log_coefficient_term(), None, module.log_coefficient_term()
     )
-    out, _ = agf.eager_attention_forward(_Stub(), q, k, v, keep, 8**-0.5, position_terms=terms)
+    out, _ = agf.eager_attention_forward(_Stub(), q, k, v, keep, 8**-0.5, attention_terms=terms)
     out.sum().backward()
     assert torch.all(out[1, 0] == 0)
     assert torch.isfinite(q.grad).all() and torch.isfinite(module.radius_raw.grad).all()
@@ -359,15 +360,15 @@ def test_bias_baselines_match_independent_formula(kind):
     head, delta = terms.grid(4)
     expected = _independent_bias(kind, module, delta)
     assert_close(f"{kind} bias", expected, terms.bias(head, delta), atol=1e-5)
-    out, _ = agf.eager_attention_forward(_Stub(), q, k, v, keep, 8**-0.5, position_terms=terms)
+    out, _ = agf.eager_attention_forward(_Stub(), q, k, v, keep, 8**-0.5, attention_terms=terms)
     assert_close(f"{kind} attention", _reference_attention(q, k, v, keep, 8**-0.5, bias=expected), out, atol=1e-5)
 
 
 def test_rope_matches_complex_rotation_and_is_relative():
     states = torch.randn(2, 4, 6, 8)
     positions = torch.tensor([[0, 1, 2, 3, 4, 5], [3, 4, 5, 6, 7, 8]])
-    rotated = agf_positions.apply_rotary(
-        states, *agf_positions.rotary_cos_sin(positions, 8, SimpleNamespace(rope_theta=10000.0))
+    rotated = agf_rotary.apply_rotary(
+        states, *agf_rotary.rotary_cos_sin(positions, 8, SimpleNamespace(rope_theta=10000.0))
     )
     pairs = torch.view_as_complex(states.double().reshape(2, 4, 6, 4, 2).contiguous())
     theta = 10000.0 ** (-torch.arange(0, 8, 2, dtype=torch.float64) / 8)
@@ -376,15 +377,15 @@ def test_rope_matches_complex_rotation_and_is_relative():
     assert_close("rope", expected, rotated)
     # q·k depends only on m − n: shifting every position leaves the logits unchanged
     q, k = states, torch.randn(2, 4, 6, 8)
-    logits = agf_positions.apply_rotary(
-        q, *agf_positions.rotary_cos_sin(positions, 8, SimpleNamespace(rope_theta=1e4))
-    ) @ agf_positions.apply_rotary(
-        k, *agf_positions.rotary_cos_sin(positions, 8, SimpleNamespace(rope_theta=1e4))
+    logits = agf_rotary.apply_rotary(
+        q, *agf_rotary.rotary_cos_sin(positions, 8, SimpleNamespace(rope_theta=1e4))
+    ) @ agf_rotary.apply_rotary(
+        k, *agf_rotary.rotary_cos_sin(positions, 8, SimpleNamespace(rope_theta=1e4))
     ).transpose(-1, -2)
-    shifted = agf_positions.apply_rotary(
-        q, *agf_positions.rotary_cos_sin(positions + 11, 8, SimpleNamespace(rope_theta=1e4))
-    ) @ agf_positions.apply_rotary(
-        k, *agf_positions.rotary_cos_sin(positions + 11, 8, SimpleNamespace(rope_theta=1e4))
+    shifted = agf_rotary.apply_rotary(
+        q, *agf_rotary.rotary_cos_sin(positions + 11, 8, SimpleNamespace(rope_theta=1e4))
+    ) @ agf_rotary.apply_rotary(
+        k, *agf_rotary.rotary_cos_sin(positions + 11, 8, SimpleNamespace(rope_theta=1e4))
     ).transpose(-1, -2)
     assert_close("rope shift invariance", logits, shifted, atol=1e-4)
 
@@ -436,8 +437,8 @@ def test_flex_forward_equals_eager_on_cpu(case):
     terms = agf_positions.AttentionPositionTerms(agf_positions.PositionContext(q_pos, k_pos), log_c, bias, value_log_c)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the unfused CPU flex warns that it materialises the scores
-        flex_out, _ = agf.flex_attention_forward(_Stub(), q, k, v, keep, 8**-0.5, position_terms=terms)
-    eager_out, _ = agf.eager_attention_forward(_Stub(), q, k, v, keep, 8**-0.5, position_terms=terms)
+        flex_out, _ = agf.flex_attention_forward(_Stub(), q, k, v, keep, 8**-0.5, attention_terms=terms)
+    eager_out, _ = agf.eager_attention_forward(_Stub(), q, k, v, keep, 8**-0.5, attention_terms=terms)
     assert_close(f"flex vs eager ({case})", eager_out, flex_out, atol=1e-6)
     assert torch.all(flex_out[1, 0] == 0)  # fully masked row: lse = −inf in both passes, factor 0
 
@@ -456,8 +457,8 @@ def test_flex_does_not_reuse_a_stale_coefficient():
         )
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            flex_out, _ = agf.flex_attention_forward(_Stub(), q, k, v, keep, 8**-0.5, position_terms=terms)
-        eager_out, _ = agf.eager_attention_forward(_Stub(), q, k, v, keep, 8**-0.5, position_terms=terms)
+            flex_out, _ = agf.flex_attention_forward(_Stub(), q, k, v, keep, 8**-0.5, attention_terms=terms)
+        eager_out, _ = agf.eager_attention_forward(_Stub(), q, k, v, keep, 8**-0.5, attention_terms=terms)
         assert_close("flex vs eager after another coefficient", eager_out, flex_out, atol=1e-6)
 
 
@@ -831,7 +832,7 @@ def test_each_stack_computes_its_position_data_once_per_forward(variant, monkeyp
     model = make_model(variant)
     calls = {"rotary": 0, "tables": 0, "shared_terms": 0}
     rotary, table = agf_positions.rotary_cos_sin, agf_positions.PositionContext.distance_table
-    shared = agf.AgfPreTrainedModel._shared_terms
+    shared = agf._AgfStack._shared_terms
 
     def count(key, fn):
         def wrapped(*args, **kwargs):
@@ -851,7 +852,7 @@ def test_each_stack_computes_its_position_data_once_per_forward(variant, monkeyp
 
     monkeypatch.setattr(agf_positions, "rotary_cos_sin", count("rotary", rotary))
     monkeypatch.setattr(agf_positions.PositionContext, "distance_table", counting_table)
-    monkeypatch.setattr(agf.AgfPreTrainedModel, "_shared_terms", counting_shared)
+    monkeypatch.setattr(agf._AgfStack, "_shared_terms", counting_shared)
     input_ids, attention_mask = left_padded_source()
     model(input_ids, attention_mask=attention_mask, decoder_input_ids=torch.tensor([[BOS, 4, 5], [BOS, 6, 7]]))
     config = model.config
@@ -890,7 +891,7 @@ def test_the_registry_is_the_only_list_of_position_encodings():
     from plldr_hf_cli.commands.train import agf as train_agf
 
     assert tuple(POSITION_ENCODINGS) == train_agf.POSITION_ENCODINGS
-    assert {info.term for info in POSITION_ENCODINGS.values()} - {None} == set(agf_positions.TERM_MODULES)
+    assert {name for name, info in POSITION_ENCODINGS.items() if info.term} == set(agf_positions.TERM_MODULES)
     assert {fields["position_encoding"] for _, fields in POSITION_VARIANTS.values()} == set(POSITION_ENCODINGS)
     with pytest.raises(ValueError, match="kerple_log"):
         tiny_agf_config(position_encoding="kerple")

@@ -6,7 +6,7 @@ import torch
 from transformers import LlamaConfig
 from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding
 
-from plldr_hf.models.agf import positions as agf_positions
+from plldr_hf.models.agf import rotary as agf_rotary
 from tests.utils import tiny_agf, tiny_agf_config
 
 
@@ -27,7 +27,7 @@ def test_rope_table_equals_llamas_and_the_logits_move(name):
     llama = LlamaConfig(vocab_size=99, hidden_size=32, num_attention_heads=4, head_dim=8, max_position_embeddings=24,
                         rope_parameters=dict(params))  # fmt: skip
     positions = torch.arange(40)[None]
-    cos, sin = agf_positions.rotary_cos_sin(positions, 8, config)
+    cos, sin = agf_rotary.rotary_cos_sin(positions, 8, config)
     llama_cos, llama_sin = LlamaRotaryEmbedding(llama)(torch.zeros(1, 40, 32), positions)
     torch.testing.assert_close(cos[:, 0], llama_cos[..., :4], atol=1e-6, rtol=1e-5)
     torch.testing.assert_close(sin[:, 0], llama_sin[..., :4], atol=1e-6, rtol=1e-5)

@@ -23,6 +23,16 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
+def _version() -> str:
+    # the installed distribution's version, read without importing plldr_hf (which imports torch)
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("plldr_hf")
+    except PackageNotFoundError:
+        return "unknown (not installed)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="plldr-hf",
@@ -31,6 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--verbose", action="store_true", help="show the libraries' INFO messages and loading/saving progress bars"
     )
+    parser.add_argument("--version", action="version", version=f"plldr-hf {_version()}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda m: m.name):
         module = importlib.import_module(f"{commands.__name__}.{info.name}")
@@ -64,9 +75,7 @@ def main(argv: list[str] | None = None) -> int:
         result = args.func(args)
     except KeyboardInterrupt:
         # one line, the conventional status of SIGINT (128 + 2); training resumes from its last checkpoint
-        hint = (
-            "; continue from the last checkpoint with the same command and --resume" if args.command == "train" else ""
-        )
+        hint = _resume_hint(args) if args.command == "train" else ""
         close_progress_bars()
         print(f"\nplldr-hf {args.command}: interrupted{hint}", file=sys.stderr)
         return 130
@@ -82,6 +91,20 @@ def main(argv: list[str] | None = None) -> int:
         if restore is not None:
             restore()
     return int(result or 0)
+
+
+def _resume_hint(args) -> str:
+    """What an interrupted training run can do next: resume from its last checkpoint, or (none saved yet: by default
+    only the end saves) start again."""
+    from pathlib import Path
+
+    output = getattr(args, "output_dir", None)
+    if output and any(Path(output).glob("checkpoint-*")):
+        return "; continue from the last checkpoint with the same command and --resume"
+    return (
+        "; no checkpoint was saved yet (by default only the end of a run saves; --save-steps N saves every N steps): "
+        "rerun the same command with --overwrite to start again"
+    )
 
 
 def option_names(parser: argparse.ArgumentParser) -> dict[str, str]:

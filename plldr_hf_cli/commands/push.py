@@ -48,7 +48,7 @@ def register(subparsers) -> None:
         metavar="OUT_DIR",
         help="write the repo contents to OUT_DIR instead of uploading (OUT_DIR must differ from MODEL_DIR)",
     )
-    add_overwrite_flag(parser, "the --dry-run OUT_DIR")
+    add_overwrite_flag(parser, "--dry-run OUT_DIR")
     parser.set_defaults(func=run)
 
 

@@ -2,6 +2,7 @@
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -198,6 +199,17 @@ def test_ctrl_c_during_training_is_one_line_saying_how_to_resume(monkeypatch, ca
         raise KeyboardInterrupt
 
     monkeypatch.setattr(pldrllm, "train_and_report", interrupted)
+    # before the first checkpoint, --resume would find nothing: the line says so and how to start again
     assert main(["train", "pldrllm", "--tiny", "--output-dir", str(tmp_path / "run")]) == 130
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("plldr-hf train: interrupted; no checkpoint was saved yet") and "--overwrite" in err
+    assert "\n" not in err
+
+    def interrupted_after_a_checkpoint(options):
+        (Path(options.output_dir) / "checkpoint-5").mkdir(parents=True)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(pldrllm, "train_and_report", interrupted_after_a_checkpoint)
+    assert main(["train", "pldrllm", "--tiny", "--output-dir", str(tmp_path / "run2")]) == 130
     err = capsys.readouterr().err.strip()
     assert err == "plldr-hf train: interrupted; continue from the last checkpoint with the same command and --resume"

@@ -40,6 +40,26 @@ logger = logging.getLogger(__name__)
 PLDR_PROMPTS = ["ROMEO:", "To be, or not to be", "My lord, the king", "What light through yonder"]
 
 
+# the two plans, field by field
+PLANS = {
+    # the main job: about 5 minutes on an idle 2-core CPU. The AGF recipe is the one of `plldr-hf train agf --size
+    # small --vocab-size 4000 --learning-rate 0.002 --warmup-steps 200`, with length-bucketed batches
+    "default": dict(
+        pldr_size="mini", pldr_steps=400, pldr_block_size=128, pldr_batch_size=8, pldr_vocab=2048,
+        agf_size="small", agf_steps=3000, agf_train_samples=None, agf_test_samples=300, agf_vocab=4000,
+        agf_max_length=64, agf_learning_rate=2e-3, agf_warmup_steps=200, agf_beams=4, decode_new_tokens=48,
+        reference_minutes=5.0,
+    ),
+    # the smoke test: tiny models and a few dozen steps each, well under a minute
+    "tiny": dict(
+        pldr_size="tiny", pldr_steps=40, pldr_block_size=64, pldr_batch_size=8, pldr_vocab=512,
+        agf_size="tiny", agf_steps=60, agf_train_samples=2000, agf_test_samples=60, agf_vocab=1000,
+        agf_max_length=32, agf_learning_rate=3e-3, agf_warmup_steps=10, agf_beams=1, decode_new_tokens=16,
+        reference_minutes=0.5,
+    ),
+}  # fmt: skip
+
+
 @dataclass
 class QuickstartPlan:
     """Sizes and step counts of one quickstart. `max_steps` fixes each learning-rate schedule and, unless `minutes`
@@ -86,15 +106,9 @@ class QuickstartPlan:
     def named(cls, name: str = "default", **changes) -> QuickstartPlan:
         """`"default"`: the main job (about 5 minutes on an idle 2-core CPU); `"tiny"`: tiny models and a few dozen
         steps each (a smoke test, well under a minute). `changes`: other fields, e.g. `minutes=10`."""
-        if name == "tiny":
-            plan = cls("tiny", "tiny", 40, 64, 8, 512, "tiny", 60, 2000, 60, 1000, 32, 3e-3, 10, 1, 16, 0.5)  # fmt: skip
-        elif name == "default":
-            # the AGF recipe is the one of `plldr-hf train agf --size small --vocab-size 4000 --learning-rate 0.002
-            # --warmup-steps 200`, with length-bucketed batches
-            plan = cls("default", "mini", 400, 128, 8, 2048, "small", 3000, None, 300, 4000, 64, 2e-3, 200, 4, 48, 5.0)  # fmt: skip
-        else:
-            raise ValueError(f"unknown quickstart plan {name!r}; choose 'default' or 'tiny'")
-        plan = replace(plan, **changes)
+        if name not in PLANS:
+            raise ValueError(f"unknown quickstart plan {name!r}; choose one of {sorted(PLANS)}")
+        plan = replace(cls(name=name, **PLANS[name]), **changes)
         if plan.minutes is not None and not plan.minutes > 0:
             raise ValueError(f"--minutes must be positive, got {plan.minutes}")
         if plan.threads < 1:

@@ -342,7 +342,7 @@ class TranslationOptions(_Preset):
     epochs: float = _opt(10.0, "training epochs without --max-steps", min=0, group="training")
     batch_size: int = _opt(32, "per-device training batch size", min=1, group="training")
     eval_batch_size: int = _opt(64, "per-device evaluation batch size", min=1, group="training")
-    grad_accum: int = _opt(1, "gradient accumulation steps", min=1, group="training")
+    gradient_accumulation_steps: int = _opt(1, "micro-batches per optimizer step", min=1, group="training")
     learning_rate: float = _opt(5e-4, "peak learning rate", min=0, group="training")
     scheduler: str = _opt(
         "inverse_sqrt", "transformers scheduler: inverse_sqrt, linear, cosine, ...", group="training"
@@ -370,12 +370,12 @@ class TranslationOptions(_Preset):
         None,
         "continue from the last checkpoint in --output-dir, or from CHECKPOINT",
         nargs="?",
-        const=True,
+        const="last",
         metavar="CHECKPOINT",
         group="training",
     )
-    report_to: str | None = _opt(
-        None, "Trainer report_to: tensorboard, none, ... (none: tensorboard if installed)", group="training"
+    report_to: list[str] = _opt(
+        [], "Trainer integrations, or none (none given: tensorboard if installed)", nargs="+", group="training"
     )
     no_progress: bool = _opt(False, "no progress bars", group="training")
     trainer_args: dict = _opt(

@@ -249,7 +249,7 @@ def translation_arguments_of(options: TranslationOptions) -> Seq2SeqTrainingArgu
     fields = dict(
         per_device_train_batch_size=options.batch_size,
         per_device_eval_batch_size=options.eval_batch_size,
-        gradient_accumulation_steps=options.grad_accum,
+        gradient_accumulation_steps=options.gradient_accumulation_steps,
         learning_rate=options.learning_rate,
         lr_scheduler_type=options.scheduler,
         warmup_steps=options.warmup_steps,
@@ -267,7 +267,7 @@ def translation_arguments_of(options: TranslationOptions) -> Seq2SeqTrainingArgu
     if options.cpu:
         fields["use_cpu"] = True
     if options.report_to:
-        fields["report_to"] = options.report_to
+        fields["report_to"] = [name for name in options.report_to if name != "none"] or "none"
     fields.update(options.trainer_args)
     return translation_training_arguments(options.output_dir, **fields)
 

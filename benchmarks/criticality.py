@@ -188,7 +188,13 @@ def run_cell(cell: Cell, tokenizer_dir: str, threads: int) -> dict:
 
 
 def _run_cell_job(job: dict) -> dict:
-    return run_cell(Cell(**job["cell"]), job["tokenizer_dir"], job["threads"])
+    """One cell, or `{"key", "error"}` when it failed: one failed cell must not stop the others (it is not written,
+    so the next run tries it again)."""
+    cell = Cell(**job["cell"])
+    try:
+        return run_cell(cell, job["tokenizer_dir"], job["threads"])
+    except Exception as error:  # reported per cell below
+        return {"key": cell.key, "error": f"{type(error).__name__}: {str(error).splitlines()[0][:300]}"}
 
 
 def _write_atomic(path: Path, text: str) -> None:
@@ -211,7 +217,13 @@ def run(cells: list[Cell], out: Path, jobs: int, threads: int) -> list[dict]:
     jobs_list = [{"cell": asdict(c), "tokenizer_dir": tokenizers[c.size], "threads": threads} for c in todo]
     start = time.perf_counter()
 
+    failed = []
+
     def done(index: int, record: dict) -> None:
+        if "error" in record:
+            failed.append(record["key"])
+            print(f"[{index}/{len(todo)}] {record['key']}: FAILED ({record['error']}); rerun to retry it", flush=True)
+            return
         _write_atomic(out / "cells" / f"{record['key']}.json", json.dumps(record, indent=1))
         op = record["order_parameter"]["G_LM"]["max_over_layers"]
         print(
@@ -233,6 +245,8 @@ def run(cells: list[Cell], out: Path, jobs: int, threads: int) -> list[dict]:
     else:
         for index, job in enumerate(jobs_list, 1):
             done(index, _run_cell_job(job))
+    if failed:
+        print(f"{len(failed)} cell(s) failed: {', '.join(failed)}", file=sys.stderr, flush=True)
     return load_records(out)
 
 

@@ -40,8 +40,15 @@ class LogMeanTraceExp(torch.autograd.Function):
     def forward(ctx, x: torch.Tensor) -> torch.Tensor:
         d = x.shape[-1]
         norm = x.sum(dim=-1).amax().item()
+        if not math.isfinite(norm):
+            # a matrix with an infinite or NaN entry has no DAG value: NaN, as any loss computed from it
+            nan = torch.full(x.shape[:-2], math.nan, dtype=x.dtype, device=x.device)
+            ctx.save_for_backward(torch.full_like(x, math.nan), torch.ones_like(nan))
+            return nan
         squarings = max(0, math.ceil(math.log2(2 * norm))) if norm > 0.5 else 0
-        z = x / 2**squarings
+        # an exact power-of-two scale as a float: entries near the float32 limit need 2^128 and more, which a
+        # Python integer divisor cannot be converted to
+        z = x * 0.5**squarings
         eye = torch.eye(d, dtype=x.dtype, device=x.device)
         # Horner for e^z − I = z(I + z/2(I + z/3(… (I + z/8))))
         w = eye + z / LogMeanTraceExp.TAYLOR_DEGREE

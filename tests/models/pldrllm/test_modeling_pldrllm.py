@@ -572,3 +572,15 @@ def test_continuous_batching_of_a_collapsed_model_gives_the_tokens_of_generate(a
     # transformers returns the paged path's sequences with an extra leading dimension
     paged = model.generate(torch.tensor([prompts[0]]), cache_implementation="paged", **settings)
     assert paged.reshape(-1)[len(prompts[0]) :].tolist() == expected[0]
+
+
+def test_dag_value_of_huge_and_non_finite_matrices():
+    # a model trained at a diverging learning rate has G entries near the float32 limit: their squares need a
+    # scale of 2^128 and more, and a non-finite matrix has no DAG value (NaN, not a crash)
+    from plldr_hf.models.pldrllm.dag import dag_values, log_mean_trace_exp
+
+    huge = torch.full((1, 4, 4), 3e18)
+    value = log_mean_trace_exp(huge.square())
+    assert torch.isfinite(value).all() and value.item() > 1e37
+    for bad in (float("inf"), float("nan")):
+        assert torch.isnan(dag_values(torch.full((2, 4, 4), bad))).all()

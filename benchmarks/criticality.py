@@ -122,11 +122,12 @@ def run_cell(cell: Cell, tokenizer_dir: str, threads: int) -> dict:
                 return  # the final evaluation of a run that just evaluated at its last step
             # the diagnostics run on seeded calibration inputs of their own and leave the training RNG alone
             rng = torch.get_rng_state()
-            report = diagnose(model)
+            try:
+                order = _order(diagnose(model))
+            except ValueError:  # diverged: the deductive outputs are not finite
+                order = {name: {"max_over_layers": None, "per_layer": None} for name in ("G_LM", "A_LM")}
             torch.set_rng_state(rng)
-            trajectory.append(
-                {"step": state.global_step, "validation_loss": metrics.get("eval_loss"), **_order(report)}
-            )
+            trajectory.append({"step": state.global_step, "validation_loss": metrics.get("eval_loss"), **order})
 
     start = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="criticality-") as tmp:
@@ -146,23 +147,31 @@ def run_cell(cell: Cell, tokenizer_dir: str, threads: int) -> dict:
         report = train_causal_lm(options, extra_callbacks=[Trajectory()])
         train_seconds = time.perf_counter() - start
         model = AutoModelForCausalLM.from_pretrained(tmp).eval()
-    final = diagnose(model)
     loss = report["eval_metrics"].get("eval_loss")
+    try:
+        final = diagnose(model)
+    except ValueError as error:  # diverged: recorded as such, with the message
+        final, diverged = None, str(error)
+    else:
+        diverged = None
+    finite = final is not None and loss is not None and math.isfinite(loss)
+    none = {name: {"max_over_layers": None, "per_layer": None} for name in ("G_LM", "A_LM")}
     record = {
         "cell": asdict(cell),
         "key": cell.key,
         "threads": threads,
         "train_seconds": train_seconds,
-        "validation_loss": loss,
-        "validation_perplexity": report["validation_perplexity"],
-        "order_parameter": _order(final),
+        "validation_loss": loss if loss is not None and math.isfinite(loss) else None,
+        "validation_perplexity": report["validation_perplexity"] if finite else None,
+        "order_parameter": _order(final) if final is not None else none,
         "rank_one": {
-            "sigma_ratio": final.sigma_ratio,
-            "numerical_rank": final.numerical_rank,
-            "rows_identical": final.rows_identical,
+            "sigma_ratio": final.sigma_ratio if final is not None else [],
+            "numerical_rank": final.numerical_rank if final is not None else [],
+            "rows_identical": final.rows_identical if final is not None else [],
         },
         "trajectory": trajectory,
-        "finite": loss is not None and math.isfinite(loss),
+        "finite": finite,
+        "diverged": diverged,
     }
     collapse = {"accepted": False, "tolerance": COLLAPSE_TOLERANCE}
     if record["finite"]:
@@ -227,9 +236,10 @@ def run(cells: list[Cell], out: Path, jobs: int, threads: int) -> list[dict]:
         _write_atomic(out / "cells" / f"{record['key']}.json", json.dumps(record, indent=1))
         op = record["order_parameter"]["G_LM"]["max_over_layers"]
         print(
-            f"[{index}/{len(todo)}] {record['key']}: validation loss {record['validation_loss']:.4g}, G_LM order "
-            f"parameter {op if op is None else format(op, '.3g')}, collapse "
-            f"{'accepted' if record['collapse']['accepted'] else 'refused'} ({record['wall_seconds']:.0f} s; "
+            f"[{index}/{len(todo)}] {record['key']}: validation loss {_fmt(record['validation_loss'], '.4g')}, G_LM "
+            f"order parameter {_fmt(op)}, collapse "
+            f"{'accepted' if record['collapse']['accepted'] else 'refused' if record['finite'] else 'n/a (diverged)'} "
+            f"({record['wall_seconds']:.0f} s; "
             f"{(time.perf_counter() - start) / 60:.1f} min so far)",
             flush=True,
         )
@@ -392,12 +402,15 @@ def markdown(records: list[dict], summary: dict, meta: dict) -> str:
             f"accepted, {collapse['speedup']:.2f}×, Δlogit {collapse['max_abs_logit_diff']:.2g}"
             if collapse["accepted"]
             else "refused"
+            if r["finite"]
+            else "diverged"
         )
         lines.append(
             f"| {c['size']} | {c['learning_rate']:g} | {c['warmup_steps']} | {c['seed']} | "
             f"{_fmt(r['validation_loss'], '.4g')} | {_fmt(r['validation_perplexity'], '.4g')} | "
             f"{_fmt(op['G_LM']['max_over_layers'])} | {_fmt(op['A_LM']['max_over_layers'])} | {_fmt(first)} | "
-            f"{_fmt(max(_flat(r['rank_one']['sigma_ratio'])))} | {all(_flat(r['rank_one']['rows_identical']))} | "
+            f"{_fmt(max(_flat(r['rank_one']['sigma_ratio']), default=None))} | "
+            f"{all(_flat(r['rank_one']['rows_identical'])) if r['finite'] else 'n/a'} | "
             f"{verdict} | "
             f"{r['wall_seconds']:.0f} |"
         )
@@ -437,10 +450,10 @@ def plot(records: list[dict], phase_path: Path, trajectories_path: Path) -> None
                 ax.text(
                     j,
                     i,
-                    "div." if not math.isfinite(value) else f"{value:.2g}",
+                    "diverged" if not math.isfinite(value) else f"{value:.2g}",
                     ha="center",
                     va="center",
-                    color="white",
+                    color="black" if not math.isfinite(value) else "white",
                     fontsize=8,
                 )
         ax.set_xticks(range(len(lrs)), [f"{lr:g}" for lr in lrs])
@@ -461,7 +474,8 @@ def plot(records: list[dict], phase_path: Path, trajectories_path: Path) -> None
             if r["cell"]["size"] != size or not r["trajectory"]:
                 continue
             steps = [p["step"] for p in r["trajectory"]]
-            values = [p["G_LM"]["max_over_layers"] for p in r["trajectory"]]
+            values = [math.nan if p["G_LM"]["max_over_layers"] is None else p["G_LM"]["max_over_layers"]
+                      for p in r["trajectory"]]  # fmt: skip
             ax.plot(steps, values, color=cmap(lrs_all.index(r["cell"]["learning_rate"])), alpha=0.7, lw=1)
         ax.set_yscale("log")
         ax.set_xlabel("optimizer step")

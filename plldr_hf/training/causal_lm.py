@@ -174,7 +174,12 @@ def order_parameters(model, calibration=None, new_tokens: int = 16) -> dict | No
     config = getattr(model, "config", None)
     if getattr(config, "model_type", None) != "pldrllm" or config.has_fixed_G:
         return None
-    report = diagnose(model, inputs=calibration, new_tokens=new_tokens)
+    try:
+        report = diagnose(model, inputs=calibration, new_tokens=new_tokens)
+    except ValueError as error:
+        # a diverged model: say so instead of dying after the whole run
+        logger.warning("order parameters not measured: %s", error)
+        return None
     return {
         "across_inputs_max_over_layers": dict(report.order_parameter_inputs),
         "prompt_vs_continuation_max_over_layers": dict(report.order_parameter),

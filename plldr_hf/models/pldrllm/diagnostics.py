@@ -396,6 +396,13 @@ def diagnose(model, inputs=None, tokenizer=None, new_tokens: int = 16, rtol: flo
             full_outputs.append(deductive_outputs(model, _greedy_continuation(model, prompt, new_tokens)))
     finally:
         model.train(was_training)
+    for name in ("A", "G_LM"):
+        if not all(_finite(outputs[name]) for outputs in prompt_outputs + full_outputs):
+            # a diverged model (NaN or infinite weights or activations): no number below would mean anything
+            raise ValueError(
+                f"diagnose(): the model's {name} is not finite (NaN or infinite) on the calibration inputs; the "
+                "weights or activations have diverged (check the training run: learning rate, warm-up, clipping)"
+            )
 
     notes = []
     order, order_layer, order_rms, order_rms_layer, order_inputs, order_inputs_layer, dag = {}, {}, {}, {}, {}, {}, {}

@@ -169,7 +169,11 @@ def test_two_concurrent_trainings_into_one_folder_one_is_refused(tmp_path):
     finally:
         first.send_signal(signal.SIGINT)
         err = first.communicate(timeout=120)[1]
-    assert first.returncode == 130 and "--resume" in err.splitlines()[-1], err[-2000:]
+    # interrupted before its first checkpoint: one line saying so and how to start again
+    last = err.splitlines()[-1]
+    assert first.returncode == 130 and "interrupted; no checkpoint was saved yet" in last and "--overwrite" in last, (
+        err[-2000:]
+    )
     assert not (out / LOCK_NAME).exists(), "an interrupted run keeps its lock"
 
 

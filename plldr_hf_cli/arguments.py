@@ -122,14 +122,16 @@ def non_finite_values(args: argparse.Namespace, flags: dict | None = None) -> li
     return found
 
 
-# argument destinations that name what a command writes; every other argument naming an existing path is read
+# argument destinations that name what a command writes; every other argument naming an existing path is read,
+# except `--resume CHECKPOINT`: a resumed run continues in the folder that holds its checkpoints
 OUTPUT_DESTS = ("output_dir", "output_json", "hypotheses", "dry_run", "output")
+NOT_READ_DESTS = ("func", "resume")
 
 
 def _read_paths(args: argparse.Namespace) -> list[tuple[str, Path]]:
     found = []
     for dest, value in vars(args).items():
-        if dest in OUTPUT_DESTS or dest == "func":
+        if dest in OUTPUT_DESTS or dest in NOT_READ_DESTS:
             continue
         for item in value if isinstance(value, (list, tuple)) else [value]:
             if not isinstance(item, str) or not item or item == "-":

@@ -579,7 +579,18 @@ def run_quickstart(
     plan: QuickstartPlan | None = None,
     translator: str | None = None,
 ) -> dict:
-    """Run `plan` (default `QuickstartPlan.named("default")`) into `output_dir`; returns what `metrics.json` holds."""
+    """Run `plan` (default `QuickstartPlan.named("default")`) into `output_dir`; returns what `metrics.json` holds.
+
+    The run sets the plan's thread count and gives the process its own back afterwards (a quickstart called
+    in-process, by a test or a notebook, must not change the float rounding of what runs after it)."""
+    threads = torch.get_num_threads()
+    try:
+        return _run_quickstart(output_dir, plan, translator)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _run_quickstart(output_dir, plan, translator) -> dict:
     import transformers
 
     from plldr_hf.models.agf.position_encodings import POSITION_VARIANTS

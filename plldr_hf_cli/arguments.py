@@ -260,6 +260,32 @@ def show_pipeline_logs(fmt: str = "%(message)s") -> None:
     logging.getLogger("plldr_hf").setLevel(logging.INFO)
 
 
+def non_finite_scores(results: dict, prefix: str = "") -> list[str]:
+    """`SPLIT METRIC=VALUE` for every NaN or infinite number in a command's nested score dicts."""
+    found = []
+    for key, value in results.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            found += non_finite_scores(value, f"{name} ")
+        elif isinstance(value, float) and not math.isfinite(value):
+            found.append(f"{name}={value}")
+    return found
+
+
+def refuse_non_finite_scores(command: str, results: dict) -> int:
+    """0 when every score is finite; else one line naming them, exit status 1 (the scores are printed and saved
+    above it, and are not usable)."""
+    bad = non_finite_scores(results)
+    if not bad:
+        return 0
+    print(
+        f"plldr-hf {command}: error: scores that are not finite ({', '.join(bad[:4])}): the model's weights or "
+        "activations are not finite (damaged or diverged weights?); these scores are not usable",
+        file=sys.stderr,
+    )
+    return 1
+
+
 def fail(command: str, message: str) -> int:
     """Print `plldr-hf COMMAND: error: MESSAGE` on one line; the exit status of a usage mistake."""
     print(f"plldr-hf {command}: error: {' '.join(str(message).split())}", file=sys.stderr)

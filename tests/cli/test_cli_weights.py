@@ -79,3 +79,24 @@ def test_unexpected_tensors_are_refused_too_and_the_api_can_allow_them(tmp_path)
     with pytest.raises(WeightsMismatchError, match="unexpected: decoder.no_such_tensor"):
         load_model(tmp_path)
     assert load_model(tmp_path, allow_mismatched_weights=True) is not None
+
+
+def test_non_finite_scores_exit_non_zero_and_say_so(tmp_path, capsys):
+    # NaN in the LM head: the perplexity is NaN; the scores are still printed and saved, and the command says why
+    # they are not usable and exits 1 instead of 0
+    import torch
+
+    intact, broken = tmp_path / "intact", tmp_path / "nan-head"
+    tokenizer = tiny_tokenizer()
+    for folder in (intact, broken):
+        tiny_model(vocab_size=len(tokenizer)).save_pretrained(folder)
+        tokenizer.save_pretrained(folder)
+    weights = load_file(broken / "model.safetensors")
+    weights["final_layer.weight"] = torch.full_like(weights["final_layer.weight"], float("nan"))
+    save_file(weights, broken / "model.safetensors", metadata={"format": "pt"})
+    scores = tmp_path / "scores.json"
+    status = main(["evaluate", str(broken), "--max-blocks", "2", "--block-size", "16", "--output-json", str(scores)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert status == 1 and scores.is_file()
+    assert err[-1].startswith("plldr-hf evaluate: error: scores that are not finite") and "validation cross_entropy=nan" in err[-1]
+    assert main(["evaluate", str(intact), "--max-blocks", "2", "--block-size", "16"]) == 0

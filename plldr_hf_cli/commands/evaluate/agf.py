@@ -4,7 +4,7 @@ import argparse
 import json
 from pathlib import Path
 
-from plldr_hf_cli.arguments import UsageError, bounded_int, positive_int
+from plldr_hf_cli.arguments import UsageError, bounded_int, positive_int, refuse_non_finite_scores
 from plldr_hf_cli.output import write_file
 
 
@@ -88,4 +88,4 @@ def run(args: argparse.Namespace, config: dict) -> int:
         print(text)
     if args.output_json:
         write_file(args.output_json, lambda target: target.write_text(text + "\n", encoding="utf-8"))
-    return 0
+    return refuse_non_finite_scores("evaluate", results)

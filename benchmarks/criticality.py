@@ -75,6 +75,10 @@ def grid(sizes, learning_rates, warmups, seeds, steps: dict, eval_every: int) ->
     ]
 
 
+# the order parameters of a run whose deductive outputs are not finite
+_NO_ORDER = {name: {"max_over_layers": None, "per_layer": None} for name in ("G_LM", "A_LM")}
+
+
 def _order(report) -> dict:
     """G_LM and A_LM order parameters across the calibration inputs (max over layers, per layer)."""
     return {
@@ -115,6 +119,14 @@ def run_cell(cell: Cell, tokenizer_dir: str, threads: int) -> dict:
 
     torch.set_num_threads(threads)
     trajectory = []
+    # the diagnostics of the latest evaluation: (step, report or None, why not); the last step's are the run's own
+    latest = [None]
+
+    def measured(model):
+        try:
+            return diagnose(model), None
+        except ValueError as error:  # diverged: the deductive outputs are not finite
+            return None, str(error)
 
     class Trajectory(TrainerCallback):
         def on_evaluate(self, args, state, control, model=None, metrics=None, **kwargs):
@@ -122,11 +134,10 @@ def run_cell(cell: Cell, tokenizer_dir: str, threads: int) -> dict:
                 return  # the final evaluation of a run that just evaluated at its last step
             # the diagnostics run on seeded calibration inputs of their own and leave the training RNG alone
             rng = torch.get_rng_state()
-            try:
-                order = _order(diagnose(model))
-            except ValueError:  # diverged: the deductive outputs are not finite
-                order = {name: {"max_over_layers": None, "per_layer": None} for name in ("G_LM", "A_LM")}
+            report, error = measured(model)
             torch.set_rng_state(rng)
+            latest[0] = (state.global_step, report, error)
+            order = _order(report) if report is not None else _NO_ORDER
             trajectory.append({"step": state.global_step, "validation_loss": metrics.get("eval_loss"), **order})
 
     start = time.perf_counter()
@@ -148,14 +159,11 @@ def run_cell(cell: Cell, tokenizer_dir: str, threads: int) -> dict:
         train_seconds = time.perf_counter() - start
         model = AutoModelForCausalLM.from_pretrained(tmp).eval()
     loss = report["eval_metrics"].get("eval_loss")
-    try:
-        final = diagnose(model)
-    except ValueError as error:  # diverged: recorded as such, with the message
-        final, diverged = None, str(error)
-    else:
-        diverged = None
+    # the trajectory's last point measured the final weights already unless the run ended between evaluations
+    final_step, final, diverged = latest[0] if latest[0] is not None else (None, None, None)
+    if final_step != cell.steps:
+        final, diverged = measured(model)
     finite = final is not None and loss is not None and math.isfinite(loss)
-    none = {name: {"max_over_layers": None, "per_layer": None} for name in ("G_LM", "A_LM")}
     record = {
         "cell": asdict(cell),
         "key": cell.key,
@@ -163,7 +171,7 @@ def run_cell(cell: Cell, tokenizer_dir: str, threads: int) -> dict:
         "train_seconds": train_seconds,
         "validation_loss": loss if loss is not None and math.isfinite(loss) else None,
         "validation_perplexity": report["validation_perplexity"] if finite else None,
-        "order_parameter": _order(final) if final is not None else none,
+        "order_parameter": _order(final) if final is not None else _NO_ORDER,
         "rank_one": {
             "sigma_ratio": final.sigma_ratio if final is not None else [],
             "numerical_rank": final.numerical_rank if final is not None else [],

@@ -360,7 +360,7 @@ def add_option_flags(parser, options_class) -> None:
         if group_name is not None and group_name not in groups:
             groups[group_name] = parser.add_argument_group(group_name)
         target = groups.get(group_name, parser)
-        flag = meta.pop("flag", "--" + spec.name.replace("_", "-"))
+        flag = meta.pop("flag", _flag_name(spec.name))
         help_text = meta.pop("help", "")
         default = _default_text(spec)
         kwargs = {"default": argparse.SUPPRESS, "dest": spec.name}

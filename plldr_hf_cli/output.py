@@ -156,9 +156,7 @@ def _failed(command: str, error: Exception, path) -> int:
     """The exit status and one line for an error raised while writing: 1 for a file system fault, 2 for a user
     error (bad values, missing or unreadable inputs)."""
     if isinstance(error, OSError) and error.errno in _FAULTS:
-        where = error.filename if error.filename is not None else path
-        print(f"plldr-hf {command}: error: could not write {where}: {error.strerror or error}", file=sys.stderr)
-        return 1
+        return _fault(command, error.filename if error.filename is not None else path, error)
     return fail(command, _message(error))
 
 

@@ -130,29 +130,21 @@ class Recorder:
         return self.elapsed() + stage.estimate_s <= self.budget_s
 
 
-def _median_ms(run, rounds: int, sync) -> float:
-    times = []
-    for _ in range(rounds):
-        sync()
-        start = time.perf_counter()
-        run()
-        sync()
-        times.append(1000 * (time.perf_counter() - start))
-    return statistics.median(times)
-
-
 def interleaved_ms(runs: dict, rounds: int, sync) -> dict[str, float]:
-    """Median milliseconds per contender; one warm-up each, then rounds in serpentine order (`plldr_hf.timing`)."""
-    from plldr_hf.timing import serpentine
+    """Median milliseconds per contender, the device synchronised around each run; one warm-up each, then rounds in
+    serpentine order (`plldr_hf.timing.interleaved`)."""
+    from plldr_hf.timing import interleaved
 
-    for run in runs.values():
-        run()
-    sync()
-    times = {key: [] for key in runs}
-    for index in range(rounds):
-        for key in serpentine(list(runs), index):
-            times[key].append(_median_ms(runs[key], 1, sync))
-    return {key: statistics.median(values) for key, values in times.items()}
+    def synced(run):
+        def call():
+            sync()
+            run()
+            sync()
+
+        return call
+
+    _, results = interleaved({key: synced(run) for key, run in runs.items()}, rounds)
+    return {key: 1000 * statistics.median(values) for key, values in results.items()}
 
 
 def _device_tools(device: str):
@@ -444,7 +436,7 @@ def stage_agf_flex(device: str, sizes: dict) -> dict:
             row[f"{backend}_loss"] = step()
             sync()
             row[f"{backend}_peak_mib"] = peak_mib()
-            row[f"{backend}_ms"] = _median_ms(step, max(1, sizes["rounds"]), sync)
+            row[f"{backend}_ms"] = interleaved_ms({backend: step}, max(1, sizes["rounds"]), sync)[backend]
         rows.append(row)
     skipped = {} if device == "cuda" else {"flex_attention": "flex has no backward on the CPU build of torch"}
     return {"rows": rows, "skipped": skipped}

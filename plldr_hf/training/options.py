@@ -259,11 +259,8 @@ class TrainOptions(_Preset):
             raise ValueError(f"unknown size {self.size!r}; choose one of {sorted(sizes)}")
         if self.architecture not in ("pldrllm", "llama"):
             raise ValueError(f"architecture must be 'pldrllm' or 'llama', got {self.architecture!r}")
-        for name in ("max_steps", "logging_steps", "gradient_accumulation_steps"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(self, name)}")
-        preset = sizes[self.size]["run"]
         self.check_numbers()
+        preset = sizes[self.size]["run"]
         out = copy.copy(self)
         for name in ("block_size", "batch_size", "vocab_size", "learning_rate"):
             if getattr(out, name) is None:

@@ -98,5 +98,8 @@ def test_non_finite_scores_exit_non_zero_and_say_so(tmp_path, capsys):
     status = main(["evaluate", str(broken), "--max-blocks", "2", "--block-size", "16", "--output-json", str(scores)])
     err = capsys.readouterr().err.strip().splitlines()
     assert status == 1 and scores.is_file()
-    assert err[-1].startswith("plldr-hf evaluate: error: scores that are not finite") and "validation cross_entropy=nan" in err[-1]
+    assert (
+        err[-1].startswith("plldr-hf evaluate: error: scores that are not finite")
+        and "validation cross_entropy=nan" in err[-1]
+    )
     assert main(["evaluate", str(intact), "--max-blocks", "2", "--block-size", "16"]) == 0

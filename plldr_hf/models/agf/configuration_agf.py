@@ -37,6 +37,37 @@ def check_field(owner: str, name: str, value, kind: str, low=None, high=None, op
         raise ValueError(f"{owner}`{name}` must be {'<' if open_high else '<='} {high}, got {value!r}")
 
 
+# `rope_parameters` types the model computes (transformers' RoPE initialisation functions; "default" is plain RoPE)
+ROPE_TYPES = ("default", "linear", "dynamic", "yarn", "llama3")
+
+
+def rope_type_of(owner: str, params) -> str | None:
+    """The type of a `rope_parameters` dict (None without one), refused unless the model computes it."""
+    if not params:
+        return None
+    if not isinstance(params, dict):
+        raise ValueError(f"{owner}`rope_parameters` must be a dict, got {type(params).__name__}")
+    rope_type = params.get("rope_type", params.get("type", "default"))
+    if rope_type not in ROPE_TYPES:
+        raise ValueError(
+            f"{owner}rope_parameters rope_type={rope_type!r} is not supported; choose one of {ROPE_TYPES}"
+        )
+    return rope_type
+
+
+def adopt_rope_parameters(owner: str, config) -> None:
+    """transformers 5's RoPE field (`{"rope_type": ..., "rope_theta": ...}`) is honoured, not just saved: its type is
+    checked, and its `rope_theta` becomes the config's one RoPE base, checked as `rope_theta` is."""
+    params = getattr(config, "rope_parameters", None)
+    if not params:
+        return
+    params["rope_type"] = rope_type_of(owner, params)
+    if params.get("rope_theta") is not None:
+        config.rope_theta = params["rope_theta"]
+        check_field(owner, "rope_theta", config.rope_theta, "number", low=0.0, open_low=True)
+    params["rope_theta"] = config.rope_theta
+
+
 class AgfConfig(PreTrainedConfig):
     r"""
     Configuration of an encoder–decoder translation Transformer whose attention takes its position information from
@@ -261,35 +292,14 @@ class AgfConfig(PreTrainedConfig):
         self.tie_word_embeddings = tie_word_embeddings
         self.use_cache = use_cache
         self._validate_agf()
-        rope_type = self._rope_type(kwargs.get("rope_parameters"))
+        # before transformers validates the type's keys, so an unsupported type is named as such
+        if rope_type_of("AgfConfig: ", kwargs.get("rope_parameters")) is not None and position_encoding != "rope":
+            raise ValueError(
+                f"AgfConfig: rope_parameters applies to position_encoding='rope', not {position_encoding!r}; drop it "
+                "or set position_encoding='rope'"
+            )
         super().__init__(is_encoder_decoder=is_encoder_decoder, **kwargs)
-        if rope_type is not None:
-            # transformers 5's RoPE field is honoured (`position_encoding="rope"`): its `rope_theta` is the one base
-            params = self.rope_parameters
-            params["rope_type"] = rope_type
-            if params.get("rope_theta") is not None:
-                self.rope_theta = float(params["rope_theta"])
-            params["rope_theta"] = self.rope_theta
-
-    # `rope_parameters` types the `rope` position encoding computes (transformers' RoPE initialisation functions)
-    ROPE_TYPES = ("default", "linear", "dynamic", "yarn", "llama3")
-
-    def _rope_type(self, params) -> str | None:
-        if not params:
-            return None
-        if not isinstance(params, dict):
-            raise ValueError(f"AgfConfig: `rope_parameters` must be a dict, got {type(params).__name__}")
-        rope_type = params.get("rope_type", params.get("type", "default"))
-        if rope_type not in self.ROPE_TYPES:
-            raise ValueError(
-                f"AgfConfig: rope_parameters rope_type={rope_type!r} is not supported; choose one of {self.ROPE_TYPES}"
-            )
-        if self.position_encoding != "rope":
-            raise ValueError(
-                f"AgfConfig: rope_parameters applies to position_encoding='rope', not {self.position_encoding!r}; "
-                "drop it or set position_encoding='rope'"
-            )
-        return rope_type
+        adopt_rope_parameters("AgfConfig: ", self)
 
     def _validate_agf(self) -> None:
         """Reject illegal combinations here rather than with asserts deep in `forward`."""

@@ -14,8 +14,6 @@ from transformers import PreTrainedConfig
 
 CUSTOM_G_TYPES = (None, "identity", "random", "external")
 DAG_LOSS_FORMS = ("log_ratio", "notears")
-# `rope_parameters` types the model computes (transformers' RoPE initialisation functions; "default" is plain RoPE)
-ROPE_TYPES = ("default", "linear", "dynamic", "yarn", "llama3")
 
 
 # Copied from plldr_hf.models.agf.configuration_agf.check_field
@@ -36,18 +34,38 @@ def check_field(owner: str, name: str, value, kind: str, low=None, high=None, op
         raise ValueError(f"{owner}`{name}` must be {'<' if open_high else '<='} {high}, got {value!r}")
 
 
-def _rope_type(params) -> str | None:
-    """The type of a `rope_parameters` dict, refused unless the model computes it (`ROPE_TYPES`)."""
+# `rope_parameters` types the model computes (transformers' RoPE initialisation functions; "default" is plain RoPE)
+# Copied from plldr_hf.models.agf.configuration_agf.ROPE_TYPES
+ROPE_TYPES = ("default", "linear", "dynamic", "yarn", "llama3")
+
+
+# Copied from plldr_hf.models.agf.configuration_agf.rope_type_of
+def rope_type_of(owner: str, params) -> str | None:
+    """The type of a `rope_parameters` dict (None without one), refused unless the model computes it."""
     if not params:
         return None
     if not isinstance(params, dict):
-        raise ValueError(f"PldrllmConfig: `rope_parameters` must be a dict, got {type(params).__name__}")
+        raise ValueError(f"{owner}`rope_parameters` must be a dict, got {type(params).__name__}")
     rope_type = params.get("rope_type", params.get("type", "default"))
     if rope_type not in ROPE_TYPES:
         raise ValueError(
-            f"PldrllmConfig: rope_parameters rope_type={rope_type!r} is not supported; choose one of {ROPE_TYPES}"
+            f"{owner}rope_parameters rope_type={rope_type!r} is not supported; choose one of {ROPE_TYPES}"
         )
     return rope_type
+
+
+# Copied from plldr_hf.models.agf.configuration_agf.adopt_rope_parameters
+def adopt_rope_parameters(owner: str, config) -> None:
+    """transformers 5's RoPE field (`{"rope_type": ..., "rope_theta": ...}`) is honoured, not just saved: its type is
+    checked, and its `rope_theta` becomes the config's one RoPE base, checked as `rope_theta` is."""
+    params = getattr(config, "rope_parameters", None)
+    if not params:
+        return
+    params["rope_type"] = rope_type_of(owner, params)
+    if params.get("rope_theta") is not None:
+        config.rope_theta = params["rope_theta"]
+        check_field(owner, "rope_theta", config.rope_theta, "number", low=0.0, open_low=True)
+    params["rope_theta"] = config.rope_theta
 
 
 class PldrllmConfig(PreTrainedConfig):
@@ -245,22 +263,10 @@ class PldrllmConfig(PreTrainedConfig):
         self.metric_learner_checkpointing = metric_learner_checkpointing
         self.metric_learner_compile = metric_learner_compile
         # before transformers validates the type's keys, so an unsupported type is named as such
-        _rope_type(kwargs.get("rope_parameters"))
+        rope_type_of("PldrllmConfig: ", kwargs.get("rope_parameters"))
         super().__init__(tie_word_embeddings=tie_word_embeddings, **kwargs)
         self._check_values()
-        self._check_rope_parameters()
-
-    def _check_rope_parameters(self):
-        """transformers 5's standard RoPE field (`{"rope_type": ..., "rope_theta": ...}`) is honoured, not just saved:
-        a type the model does not compute is refused, and its `rope_theta` becomes the one RoPE base."""
-        params = getattr(self, "rope_parameters", None)
-        if not params:
-            return
-        params["rope_type"] = _rope_type(params)
-        if params.get("rope_theta") is not None:
-            self.rope_theta = params["rope_theta"]
-            check_field("PldrllmConfig: ", "rope_theta", self.rope_theta, "number", low=0.0, open_low=True)
-        params["rope_theta"] = self.rope_theta
+        adopt_rope_parameters("PldrllmConfig: ", self)
 
     def _check_values(self):
         for name in (

@@ -14,6 +14,7 @@ from pathlib import Path
 
 
 __all__ = [
+    "DamagedWeightsError",
     "ModelFolderError",
     "WeightsMismatchError",
     "load_folder",
@@ -33,6 +34,14 @@ class ModelFolderError(ValueError):
     line prints it as one line with exit status 2 (`exit_status`)."""
 
     exit_status = 2
+
+
+class DamagedWeightsError(RuntimeError):
+    """Weights that load but cannot be a trained model's: integer tensors where the model computes in floating point
+    (a file written by something else than `save_pretrained` or a quantizer), or NaN / infinite values (a run that
+    diverged, or a damaged file). Reported with exit status 1, like `WeightsMismatchError`."""
+
+    exit_status = 1
 
 
 class WeightsMismatchError(RuntimeError):
@@ -98,13 +107,72 @@ def _check_weight_files(folder: Path) -> None:
             ) from error
 
 
+def _stored_dtypes(folder: Path) -> dict[str, str]:
+    """Tensor name → dtype as stored (safetensors' names: F32, BF16, I8, BOOL, ...) in a local folder's weights."""
+    from safetensors import safe_open
+
+    stored = {}
+    for path in sorted(folder.glob("*.safetensors")) if folder.is_dir() else ():
+        with safe_open(str(path), framework="pt") as handle:
+            stored.update({name: handle.get_slice(name).get_dtype() for name in handle.keys()})
+    return stored
+
+
+def _name_tensors(names: list[str]) -> str:
+    return ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
+
+
+def check_weight_values(model, folder: str | os.PathLike, stored: dict[str, str] | None = None) -> None:
+    """`DamagedWeightsError` when a loaded model's weights cannot be right: a floating-point tensor of the model that
+    the file stores as integers (transformers would cast int8 codes to floats silently; a quantized checkpoint names
+    its `quantization_config` and is not checked here), or any NaN / infinite value. A float stored in another float
+    dtype than the rest of the file is cast, and a warning says so."""
+    import warnings
+
+    import torch
+
+    stored = _stored_dtypes(Path(folder)) if stored is None else stored
+    quantized = getattr(model.config, "quantization_config", None) is not None
+    integers, floats, non_finite = [], {}, []
+    for name, tensor in model.state_dict().items():
+        if not tensor.is_floating_point():
+            continue
+        kind = stored.get(name)
+        if kind is not None and not kind.startswith(("F", "BF")) and not quantized:
+            integers.append(f"{name} ({kind})")
+        elif kind is not None:
+            floats.setdefault(kind, []).append(name)
+        if tensor.device.type != "meta" and not torch.isfinite(tensor).all():
+            non_finite.append(name)
+    if integers:
+        raise DamagedWeightsError(
+            f"{folder}: {len(integers)} floating-point tensor(s) are stored as integers ({_name_tensors(integers)}), so "
+            "the weights would be integer codes read as numbers; re-save the model with save_pretrained, or quantize it "
+            "through a transformers quantization_config"
+        )
+    if non_finite:
+        raise DamagedWeightsError(
+            f"{folder}: {len(non_finite)} tensor(s) hold NaN or infinite values ({_name_tensors(non_finite)}): the "
+            "training run diverged or the file is damaged; use an earlier checkpoint"
+        )
+    if len(floats) > 1:  # a file of mixed float dtypes: the minority was cast to the model's dtype
+        common = max(floats, key=lambda kind: len(floats[kind]))
+        cast = [f"{name} ({kind})" for kind, names in floats.items() if kind != common for name in names]
+        warnings.warn(
+            f"{folder}: {len(cast)} tensor(s) are stored in another dtype than the rest ({_name_tensors(cast)}); "
+            f"they were cast to {next(iter(model.parameters())).dtype}",
+            stacklevel=3,
+        )
+
+
 def load_model(
     model_dir: str | os.PathLike, *, model_type: str | None = None, dtype="auto", allow_mismatched_weights=False
 ):
     """The model saved in `model_dir`, in eval mode. `model_type` (`"pldrllm"` / `"agf"`) is what the caller needs:
     a folder of another family is refused with the names of both. `dtype`: a torch dtype or `"auto"` (the
     checkpoint's own). Missing, unexpected or wrongly shaped tensors raise `WeightsMismatchError` naming them,
-    unless `allow_mismatched_weights` (then transformers initialises the missing ones at random)."""
+    unless `allow_mismatched_weights` (then transformers initialises the missing ones at random); integer-coded or
+    non-finite weights raise `DamagedWeightsError` (`check_weight_values`)."""
     import transformers
 
     from plldr_hf.models import FAMILIES
@@ -120,7 +188,9 @@ def load_model(
     auto = getattr(transformers, FAMILIES[found].auto_class)
     _check_weight_files(folder)
     try:
-        model, info = auto.from_pretrained(folder, dtype=dtype, output_loading_info=True)
+        # tensors of another shape are reported below with their names (transformers would raise a RuntimeError
+        # about `ignore_mismatched_sizes` instead)
+        model, info = auto.from_pretrained(folder, dtype=dtype, output_loading_info=True, ignore_mismatched_sizes=True)
     except (OSError, ValueError, TypeError) as error:
         # a config value the family's checks refuse (named in the message), or a file transformers cannot read
         raise ModelFolderError(f"{folder}: {' '.join(str(error).split())}") from error
@@ -132,19 +202,21 @@ def load_model(
     ):
         names = sorted(str(entry[0] if isinstance(entry, tuple) else entry) for entry in info.get(key) or ())
         if names:
-            shown = ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
-            problems.append(f"{len(names)} tensor(s) {label}: {shown}")
+            problems.append(f"{len(names)} tensor(s) {label}: {_name_tensors(names)}")
     if problems and not allow_mismatched_weights:
         raise WeightsMismatchError(
             f"{folder}: the saved weights do not match the model ({'; '.join(problems)}), so those tensors would be "
             "random; re-save the model from its training run (save_pretrained), or load it with "
             "plldr_hf.loading.load_model(..., allow_mismatched_weights=True) to inspect it"
         )
+    check_weight_values(model, folder)
     return model.eval()
 
 
-def load_tokenizer(path: str | os.PathLike):
-    """`AutoTokenizer` from a local folder, with a clear error when it has no tokenizer files."""
+def load_tokenizer(path: str | os.PathLike, *, model_config=None):
+    """`AutoTokenizer` from a local folder, with a clear error when it has no tokenizer files. With `model_config`
+    (the config of the model it will feed), a tokenizer of another model is refused: one saved beside a model of
+    another family, or one whose ids reach past the model's vocabulary."""
     from transformers import AutoTokenizer
 
     import plldr_hf  # noqa: F401  (routes released PLDR-LLM folders to the exact unigram tokenizer)
@@ -158,9 +230,22 @@ def load_tokenizer(path: str | os.PathLike):
     if not folder.exists() and str(path).startswith((".", "/", "~")):
         raise ModelFolderError(f"tokenizer folder {path} does not exist; pass an existing --tokenizer")
     try:
-        return AutoTokenizer.from_pretrained(path)
+        tokenizer = AutoTokenizer.from_pretrained(path)
     except (OSError, ValueError, TypeError) as error:
         raise ModelFolderError(f"could not load a tokenizer from {path} (pass --tokenizer): {error}") from error
+    if model_config is not None:
+        beside = read_config(folder).get("model_type") if (folder / "config.json").is_file() else None
+        if beside is not None and beside != model_config.model_type:
+            raise ModelFolderError(
+                f"the tokenizer in {path} belongs to a {beside!r} model, not to this {model_config.model_type!r} "
+                "model; pass the tokenizer the model was trained with"
+            )
+        if len(tokenizer) > model_config.vocab_size:
+            raise ModelFolderError(
+                f"the tokenizer in {path} has {len(tokenizer):,} tokens, more than the model's vocab_size "
+                f"{model_config.vocab_size:,}: it is another model's; pass the tokenizer the model was trained with"
+            )
+    return tokenizer
 
 
 def load_folder(model_dir: str | os.PathLike, *, model_type: str | None = None, dtype="auto"):
@@ -169,7 +254,7 @@ def load_folder(model_dir: str | os.PathLike, *, model_type: str | None = None, 
     model = load_model(folder, model_type=model_type, dtype=dtype)
     tokenizer = None
     if _is_hub_id(str(folder)) or any((folder / name).is_file() for name in TOKENIZER_FILES):
-        tokenizer = load_tokenizer(folder)
+        tokenizer = load_tokenizer(folder, model_config=model.config)
     return model, tokenizer
 
 
@@ -178,7 +263,14 @@ def read_texts(path: str | os.PathLike) -> list[str]:
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"texts file not found: {path}")
-    texts = [line.strip() for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as error:
+        raise ValueError(
+            f"texts file {path} is not UTF-8 text (byte {error.start}: {error.reason}); save it as UTF-8, e.g. with "
+            f"iconv -f latin1 -t utf-8"
+        ) from None
+    texts = [line.strip() for line in text.splitlines() if line.strip()]
     if not texts:
         raise ValueError(f"texts file {path} has no non-empty line")
     return texts

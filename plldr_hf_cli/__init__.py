@@ -84,7 +84,12 @@ def main(argv: list[str] | None = None) -> int:
         # `ModelFolderError` and `WeightsMismatchError`): one line; anything else is a defect and keeps its traceback
         status = getattr(error, "exit_status", None)
         if status is None:
-            raise
+            from plldr_hf_cli.output import file_system_fault
+
+            fault = file_system_fault(error)  # a full disk or a file-size limit, wherever it was hit
+            if fault is None:
+                raise
+            error, status = fault, 1
         print(f"plldr-hf {args.command}: error: {' '.join(str(error).split())}", file=sys.stderr)
         return status
     finally:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import re
 import shutil
 import socket
 import sys
@@ -152,18 +153,41 @@ def _fault(command: str, path: Path, error: OSError) -> int:
 _FAULTS = {errno.EROFS, errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EACCES, errno.EPERM}
 
 
+def file_system_fault(error: BaseException, path=None) -> str | None:
+    """What a file system fault says (None for any other error): an `OSError` with one of `_FAULTS`, or the same
+    fault raised by a Rust library (tokenizers, safetensors) as a plain exception ending in `(os error N)`. `path`:
+    the output being written, named when the error names no file."""
+    if isinstance(error, OSError) and error.errno in _FAULTS:
+        # a copy names its source first and its destination second: the destination is what could not be written
+        path = getattr(error, "filename2", None) or error.filename or path
+        if path is None:
+            return f"could not write a file: {error.strerror or error} (a full disk or a file-size limit, ulimit -f?)"
+        return f"could not write {path}: {error.strerror or error}"
+    match = re.search(r"\(os error (\d+)\)", str(error))
+    if match and int(match.group(1)) in _FAULTS:
+        where = f"could not write {path}" if path else "could not write"
+        return f"{where}: {os.strerror(int(match.group(1)))} ({' '.join(str(error).split())[:200]})"
+    return None
+
+
 def _failed(command: str, error: Exception, path) -> int:
     """The exit status and one line for an error raised while writing: 1 for a file system fault, 2 for a user
     error (bad values, missing or unreadable inputs)."""
-    if isinstance(error, OSError) and error.errno in _FAULTS:
-        return _fault(command, error.filename if error.filename is not None else path, error)
+    fault = file_system_fault(error, path)
+    if fault:
+        print(f"plldr-hf {command}: error: {fault}", file=sys.stderr)
+        return 1
     return fail(command, _message(error))
 
 
 def _is_user_error(error: BaseException) -> bool:
     # bad values, missing or unreadable files, the datasets library's load errors (a malformed --dataset file):
     # one line for the user; anything else is a defect and keeps its traceback
-    return isinstance(error, (ValueError, OSError, OutputRefused)) or type(error).__module__.startswith("datasets")
+    return (
+        isinstance(error, (ValueError, OSError, OutputRefused))
+        or type(error).__module__.startswith("datasets")
+        or file_system_fault(error) is not None
+    )
 
 
 def _message(error: BaseException) -> str:
@@ -184,6 +208,16 @@ def _live_lock(folder: Path) -> str | None:
     if host == socket.gethostname() and not _alive(pid):
         return None
     return f"{holder.get('command', 'plldr-hf')}, pid {pid} on {host}"
+
+
+def readable_like_umask(folder: Path) -> None:
+    """Give the files a command wrote the permissions the user's umask asks for: safetensors creates its files with
+    mode 0600, so a model folder shared with a group (or served by another user) could not be read."""
+    umask = os.umask(0)
+    os.umask(umask)
+    for path in folder.rglob("*"):
+        if path.is_file() and not path.is_symlink() and path.stat().st_mode & 0o777 == 0o600:
+            path.chmod(0o666 & ~umask)
 
 
 def run_in_folder(command: str, path, work, *, overwrite: bool = False, resume: bool = False):
@@ -216,7 +250,9 @@ def run_in_folder(command: str, path, work, *, overwrite: bool = False, resume: 
                 shutil.rmtree(target) if target.is_dir() and not target.is_symlink() else target.unlink()
         before = set(_entries(folder))
         try:
-            return work()
+            status = work()
+            readable_like_umask(folder)
+            return status
         except KeyboardInterrupt:
             raise
         except BaseException as error:
@@ -254,6 +290,7 @@ def write_staged(command: str, path, work, *, overwrite: bool = False):
         result = work(staging)
         if result:  # the work refused with an exit status of its own
             return result
+        readable_like_umask(staging)
         if _entries(path) and not overwrite:
             raise OutputRefused(f"{path} was filled by something else meanwhile; nothing was replaced")
         old = path.parent / f".{path.name}.old-{os.getpid()}"

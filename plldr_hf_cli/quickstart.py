@@ -234,6 +234,8 @@ def run_pldrllm(plan: QuickstartPlan, out: Path, deadline: Deadline) -> dict:
         "stopped_by_time_budget": any(b.stopped_early for b in budget),
         "s_per_step": report["s_per_step"],
         "validation_perplexity": report["validation_perplexity"],
+        "validation_blocks": report["eval_blocks"],
+        "tokens_per_block": report["tokens_per_block"],
         "order_parameter_before": report["order_parameter_before"],
         "order_parameter_after": report["order_parameter_after"],
         "order_parameter_prompts": dict(diagnostics.order_parameter_inputs),
@@ -440,7 +442,8 @@ def write_summary(out: Path, results: dict) -> Path:
         f"- {p['parameters'] / 1e6:.2f}M parameters, {p['steps']} of {p['max_steps']} steps"
         + (" (**stopped by the time budget: not the planned run**)" if pldr_short else "")
         + f", {_fmt(p['s_per_step'])} s/step (train_runtime / steps), DAG weights 0.05 each (warm-up).",
-        f"- Validation perplexity: **{p['validation_perplexity']:.2f}**"
+        f"- Validation perplexity: **{p['validation_perplexity']:.2f}** over the first {p['validation_blocks']} "
+        f"blocks of {p['tokens_per_block']} tokens of the validation plays (`plldr-hf evaluate` scores them all)"
         + (" (after a shortened run; not comparable)" if pldr_short else "")
         + ".",
         "- Order parameter of G_LM (SOC RMSE / |mean| across the calibration inputs, maximum over layers; the collapse "

@@ -26,6 +26,7 @@ import json
 import math
 import os
 import pickle
+import shutil
 import sys
 import tempfile
 import traceback
@@ -112,8 +113,6 @@ class Probe:
         self.texts.write_text("to be or not to be\n")
 
     def copy(self, source: Path, name: str) -> Path:
-        import shutil
-
         target = self.work / name
         shutil.copytree(source, target)
         return target
@@ -138,6 +137,12 @@ class Probe:
         self.cli_values()
         self.cli_folders()
         self.cli_damaged()
+        self.cli_family_flags()
+        self.cli_damaged_weights()
+        self.cli_config_values()
+        self.cli_text_files()
+        self.cli_file_size_limit()
+        self.cli_concurrent_twins()
         self.api_models()
         self.api_configs()
         self.api_files()
@@ -329,6 +334,266 @@ class Probe:
             "32,000 pieces",
         )
         self.cli("plot-agf a PLDR-LLM folder", ["plot-agf", p], "pldrllm")
+
+    def cli_family_flags(self) -> None:
+        """The class: every evaluate flag of one family, read off the parser, given for a model of the other family;
+        and a tokenizer of the other family handed to a command."""
+        from plldr_hf.cli import build_parser
+
+        parser = build_parser()
+        evaluate = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices["evaluate"]
+        owners = evaluate.get_default("family_flags")
+        values = {"store_true": [], "store": ["4"]}
+        for dest, (model_types, flag) in owners.items():
+            action = next(a for a in evaluate._actions if a.dest == dest)
+            value = [] if action.nargs == 0 else ["4"] if action.type is not None else ["x"]
+            model = self.agf if "pldrllm" in model_types else self.pldr
+            self.cli(f"evaluate {flag} on the other family", ["evaluate", model, flag, *value], "applies to")
+        del values
+        self.cli(
+            "diagnose --tokenizer of an AGF model",
+            ["diagnose", self.pldr, "--texts", self.texts, "--tokenizer", self.agf, "--output-dir", self.work / "d3"],
+            "belongs to",
+        )
+        self.cli(
+            "collapse --tokenizer of an AGF model",
+            ["collapse", self.pldr, self.work / "c3", "--texts", self.texts, "--tokenizer", self.agf, "--force"],
+            "belongs to",
+        )
+
+    def _variant(self, source: Path, name: str, tensors=None, config=None) -> Path:
+        """A copy of a model folder with its tensors (a dict → dict function) or config (a dict update) changed."""
+        import torch  # noqa: F401
+        from safetensors.torch import load_file, save_file
+
+        folder = self.copy(source, name)
+        if tensors is not None:
+            weights = folder / "model.safetensors"
+            save_file(tensors(load_file(weights)), weights, metadata={"format": "pt"})
+        if config is not None:
+            data = json.loads((folder / "config.json").read_text())
+            data.update(config)
+            (folder / "config.json").write_text(json.dumps(data))
+        return folder
+
+    def cli_damaged_weights(self) -> None:
+        """The class: weights that load but cannot be right (integer-coded, one integer tensor, NaN, inf), through
+        every command that loads a model; checkpoints that are not the run's."""
+        import torch
+
+        def all_int8(sd):
+            return {k: (v * 10).to(torch.int8) for k, v in sd.items()}
+
+        def one_int8(sd):
+            key = sorted(sd)[0]
+            return {**sd, key: sd[key].to(torch.int8)}
+
+        def one_nan(sd):
+            key = sorted(sd)[-1]
+            return {**sd, key: sd[key].clone().fill_(float("nan"))}
+
+        def all_inf(sd):
+            return {k: v.clone().fill_(float("inf")) for k, v in sd.items()}
+
+        w = self.work
+        for label, damage, expect in (
+            ("int8", all_int8, "stored as integers"),
+            ("one int8 tensor", one_int8, "stored as integers"),
+            ("a NaN tensor", one_nan, "NaN or infinite"),
+            ("inf everywhere", all_inf, "NaN or infinite"),
+        ):
+            slug = label.replace(" ", "_")
+            pldr = self._variant(self.pldr, f"pldr_{slug}", tensors=damage)
+            agf = self._variant(self.agf, f"agf_{slug}", tensors=damage)
+            for argv in (
+                ["evaluate", pldr, "--max-blocks", "2"],
+                ["diagnose", pldr, "--output-dir", w / f"dw_{slug}"],
+                ["collapse", pldr, w / f"cw_{slug}", "--force"],
+                ["evaluate", agf, "--max-samples", "2"],
+                ["translate", agf, "a text"],
+                ["plot-agf", agf, "--output", w / f"pw_{slug}.png"],
+            ):
+                self.cli(f"{argv[0]} with {label} weights ({argv[1].name.split('_')[0]})", argv, expect)
+        for family, other in (("pldrllm", "agf"), ("agf", "pldrllm")):
+            run = w / f"run_{family}"
+            argv = ["train", family, "--tiny", "--max-steps", "2", "--save-steps", "2", "--output-dir", run]
+            if _cli([str(a) for a in [*argv, "--report-to", "none"]], "")[0] != "silent":
+                self.record(f"train {family} for the resume cases", "cli", "traceback", "the tiny run failed")
+                continue
+            checkpoint = run / "checkpoint-2"
+            foreign = (self.agf if family == "pldrllm" else self.pldr) / "model.safetensors"
+            weights = (checkpoint / "model.safetensors").read_bytes()
+            (checkpoint / "model.safetensors").write_bytes(foreign.read_bytes())
+            resume = [*argv[:4], "4", *argv[5:], "--report-to", "none", "--resume", checkpoint]
+            self.cli(f"train {family} --resume a checkpoint holding {other} weights", resume, "not this model")
+            (checkpoint / "model.safetensors").write_bytes(weights)
+            state = json.loads((checkpoint / "trainer_state.json").read_text())
+            (checkpoint / "trainer_state.json").write_text(json.dumps({**state, "global_step": -5}))
+            self.cli(f"train {family} --resume global_step = -5", resume, "global_step")
+
+    def cli_config_values(self) -> None:
+        """The class: config.json values of the wrong type, and sizes that cannot be built, through `evaluate`."""
+        cases = [
+            ("pldr", {"vocab_size": "512"}, "vocab_size"),
+            ("pldr", {"dtype": "bogus"}, "dtype"),
+            ("agf", {"dtype": "int8"}, "dtype"),
+            ("agf", {"is_encoder_decoder": False}, "is_encoder_decoder"),
+            ("agf", {"d_model": "32"}, "d_model"),
+            ("pldr", {"vocab_size": 40_000_000}, "do not match"),
+            ("pldr", {"intermediate_size": 10**10}, "parameters"),
+            ("pldr", {"A_dff": 2 * 10**9}, "parameters"),
+            ("pldr", {"num_hidden_layers": 200_000}, "parameters"),
+            ("pldr", {"num_reslayerA": 10**6}, "parameters"),
+            ("agf", {"d_model": 10**6}, "parameters"),
+            ("agf", {"encoder_layers": 10**6}, "parameters"),
+        ]
+        for number, (family, change, expect) in enumerate(cases):
+            source = self.pldr if family == "pldr" else self.agf
+            folder = self._variant(source, f"config_{number}", config=change)
+            extra = ["--max-blocks", "2"] if family == "pldr" else ["--max-samples", "2"]
+            self.cli(f"evaluate {family} config {change}", ["evaluate", folder, *extra], expect)
+
+    def cli_text_files(self) -> None:
+        """The class: text that is not UTF-8, empty, blank or a damaged .gz, in every argument that reads text."""
+        import io
+
+        w = self.work
+        files = {
+            "Latin-1": ("latin1.txt", b"caf\xe9 au lait\n", "UTF-8"),
+            "empty": ("empty.txt", b"", "no text"),
+            "blank lines only": ("blank.txt", b"\n  \n\n", "no text"),
+            "damaged .gz": ("damaged.txt.gz", b"not gzip", "gzip"),
+        }
+        for label, (name, data, expect) in files.items():
+            path = w / name
+            path.write_bytes(data)
+            self.cli(
+                f"evaluate --dataset {label}",
+                ["evaluate", self.pldr, "--dataset", path],
+                expect if label != "empty" else "no text",
+            )
+            if label in ("Latin-1", "empty", "blank lines only"):
+                texts_expect = "UTF-8" if label == "Latin-1" else "no non-empty line"
+                self.cli(
+                    f"diagnose --texts {label}",
+                    ["diagnose", self.pldr, "--texts", path, "--output-dir", w / "dt"],
+                    texts_expect,
+                )
+                self.cli(f"collapse --texts {label}", ["collapse", self.pldr, w / "ct", "--texts", path], texts_expect)
+            train_expect = {"Latin-1": "utf-8", "damaged .gz": "gzip", "empty": "no text"}.get(
+                label, "0 training document"
+            )
+            out = w / f"tt_{name}"
+            self.cli(
+                f"train pldrllm --dataset {label}",
+                ["train", "pldrllm", "--tiny", "--dataset", path, "--output-dir", out],
+                train_expect,
+            )
+        small = w / "small.txt"
+        small.write_text("\n\n".join(f"paragraph {i} of a short text" for i in range(60)))
+        self.cli(
+            "train pldrllm on a corpus too small to evaluate",
+            ["train", "pldrllm", "--tiny", "--dataset", small, "--output-dir", w / "tt_small", "--report-to", "none"],
+            "evaluation batch",
+        )
+        stdin = sys.stdin
+        try:
+            sys.stdin = io.TextIOWrapper(io.BytesIO(b"caf\xe9\n"), encoding="utf-8", errors="surrogateescape")
+            self.cli("translate stdin Latin-1", ["translate", self.agf], "UTF-8")
+        finally:
+            sys.stdin = stdin
+
+    def _writing_commands(self, out: Path) -> list[tuple[str, list]]:
+        """(name, argv) of every command that writes, each writing at `out` (a file or a folder as it needs)."""
+        legacy = REPO_ROOT / "tests" / "fixtures" / "pldrllm_legacy_pth"
+        return [
+            ("evaluate --output-json", ["evaluate", self.pldr, "--max-blocks", "2", "--output-json", out / "s.json"]),
+            ("evaluate --hypotheses", ["evaluate", self.agf, "--max-samples", "32", "--hypotheses", out / "h.txt"]),
+            ("plot-agf --output", ["plot-agf", self.agf, "--output", out / "p.png"]),
+            ("diagnose --output-dir", ["diagnose", self.pldr, "--output-dir", out / "d"]),
+            ("collapse OUT_DIR", ["collapse", self.pldr, out / "c", "--force"]),
+            ("push --dry-run", ["push", self.pldr, "user/model", "--dry-run", out / "p"]),
+            ("lm-eval-task OUT_DIR", ["lm-eval-task", out / "l"]),
+            (
+                "convert OUT_DIR",
+                [
+                    "convert",
+                    legacy / "tiny_v510.pth",
+                    out / "v",
+                    "--max-position-embeddings",
+                    "32",
+                    "--tokenizer",
+                    legacy / "tokenizer.model",
+                ],
+            ),  # fmt: skip
+            ("train agf --output-dir", ["train", "agf", "--tiny", "--max-steps", "1", "--output-dir", out / "t"]),
+        ]
+
+    def cli_file_size_limit(self) -> None:
+        """The class: every command that writes, with a file-size limit of 256 bytes (`ulimit -f`; writes past it fail
+        with EFBIG as on a full disk): one line naming the path, exit 1, nothing half-written left behind."""
+        import resource
+        import signal
+
+        limit = self.work / "limited"
+        limit.mkdir()
+        soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+        previous = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # the write fails with EFBIG instead of killing
+        try:
+            for name, argv in self._writing_commands(limit):
+                resource.setrlimit(resource.RLIMIT_FSIZE, (256, hard))
+                try:
+                    verdict, detail = _cli([str(a) for a in argv], "too large")
+                finally:
+                    resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+                left = sorted(p.name for p in limit.iterdir())
+                if verdict == "clear" and left:
+                    verdict, detail = "data loss", f"left behind: {left}; {detail}"
+                self.record(f"{name} past a 256-byte file-size limit", "cli", verdict, detail)
+                for path in limit.iterdir():
+                    shutil.rmtree(path) if path.is_dir() else path.unlink()
+        finally:
+            signal.signal(signal.SIGXFSZ, previous)
+
+    def cli_concurrent_twins(self) -> None:
+        """The class: two copies of a writing command started together into one folder. One writes it whole, the
+        other refuses with one line; no traceback, no half-written folder, no staging folder left."""
+        import subprocess
+
+        runner = [sys.executable, "-c", "import sys; from plldr_hf.cli import main; sys.exit(main(sys.argv[1:]))"]
+        env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+        for name, argv in self._writing_commands(self.work / "twins"):
+            if not name.startswith(("collapse", "convert", "lm-eval-task", "push")):
+                continue  # the folder-writing commands; file outputs are single atomic renames
+            target = Path(
+                argv[2]
+                if name.startswith(("collapse", "convert"))
+                else argv[-1]
+                if name.startswith("push")
+                else argv[1]
+            )
+            procs = [
+                subprocess.Popen(
+                    [*runner, *map(str, argv)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+                )
+                for _ in range(2)
+            ]
+            results = [(proc.wait(timeout=300), proc.stderr.read()) for proc in procs]
+            codes = sorted(code for code, _ in results)
+            errors = [err.strip().splitlines()[-1] for code, err in results if code != 0 and err.strip()]
+            leftovers = [p.name for p in target.parent.iterdir() if p.name.startswith(f".{target.name}.")]
+            if any("Traceback" in err for _, err in results):
+                verdict, detail = "traceback", errors[0][:200] if errors else "traceback"
+            elif codes[0] != 0 or not (target / "config.json").is_file() and not name.startswith("lm-eval"):
+                verdict, detail = "data loss", f"exit codes {codes}; {target} not complete"
+            elif leftovers:
+                verdict, detail = "data loss", f"left behind: {leftovers}"
+            elif codes[1] != 0 and not all(e.startswith("plldr-hf") and ": error:" in e for e in errors):
+                verdict, detail = "unclear", errors[0][:200]
+            else:
+                verdict, detail = "clear", f"exit codes {codes}" + (f"; {errors[0][:150]}" if errors else "")
+            self.record(f"{name}: two at once into one folder", "cli", verdict, detail)
+            shutil.rmtree(target, ignore_errors=True)
 
     def api_models(self) -> None:
         import torch

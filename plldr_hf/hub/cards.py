@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import os
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -262,6 +263,20 @@ def render_model_card(model_or_config, card: ModelCardInfo | None = None, *, rep
     return ModelCard(template.render(**values))
 
 
+def _without_local_paths(options: dict) -> dict:
+    """The recipe with local paths cut to their file names: a card is published, and where a user keeps their data
+    (`/home/NAME/...`) is not part of the recipe. Hub ids (`org/name`, not a local path) stay."""
+
+    def public(value):
+        if isinstance(value, list):
+            return [public(item) for item in value]
+        if isinstance(value, str) and (value.startswith(("/", ".", "~")) or os.path.exists(value)):
+            return os.path.basename(value.rstrip("/")) or value
+        return value
+
+    return {key: public(value) for key, value in options.items()}
+
+
 def _read_json(path: Path):
     try:
         return json.loads(path.read_text(encoding="utf-8"))
@@ -296,10 +311,10 @@ def card_info_from_folder(model_dir, overrides: dict | None = None) -> ModelCard
             if isinstance(value, dict) and isinstance(value.get("G_LM"), (int, float)):
                 calibration[f"order_parameter_{key}"] = float(value["G_LM"])
         if isinstance(report.get("options"), dict):
-            info["training"] = report["options"]
+            info["training"] = _without_local_paths(report["options"])
     options = _read_json(folder / "run_options.json") if (folder / "run_options.json").is_file() else None
     if isinstance(options, dict) and "training" not in info:
-        info["training"] = options
+        info["training"] = _without_local_paths(options)
     collapse = _read_json(folder / "collapse_report.json") if (folder / "collapse_report.json").is_file() else None
     if isinstance(collapse, dict):
         info["collapse"] = {

@@ -122,8 +122,14 @@ class LossProgressCallback(ProgressCallback):
     def on_log(self, args, state, control, logs=None, **kwargs):
         if not state.is_world_process_zero or self.training_bar is None or not logs:
             return
-        shown = {"loss": "loss", "eval_loss": "val loss", "eval_accuracy": "val acc"}
-        postfix = {label: f"{logs[key]:.4g}" for key, label in shown.items() if isinstance(logs.get(key), float)}
+        # the validation loss shown is the language-model part (`eval_lm_loss`, what the report's perplexity is
+        # exp of) when the loss also holds the DAG term; the training loss is the whole objective
+        shown = {"loss": ("loss",), "val loss": ("eval_lm_loss", "eval_loss"), "val acc": ("eval_accuracy",)}
+        postfix = {}
+        for label, keys in shown.items():
+            value = next((logs[key] for key in keys if isinstance(logs.get(key), float)), None)
+            if value is not None:
+                postfix[label] = f"{value:.4g}"
         if postfix:
             self.training_bar.set_postfix(postfix, refresh=False)
 

@@ -118,6 +118,13 @@ def prepare_tokenizer_and_data(options: TrainOptions, tokenizer=None, load_saved
         tokenizer = train_sentencepiece_tokenizer(
             corpus["train"], options.vocab_size, model_max_length=options.block_size, seed=options.seed
         )
+        if len(tokenizer) < options.vocab_size:
+            # SentencePiece stops where the corpus has no more pieces to offer; the model is sized to the result
+            logger.warning(
+                "the tokenizer has %d pieces, fewer than the %d asked for: the training text is too small for more",
+                len(tokenizer),
+                options.vocab_size,
+            )
     if tokenizer.eos_token_id is None:
         raise ValueError("the tokenizer has no eos token (PLDR-LLM separates documents with [END])")
     if tokenizer.pad_token_id is None or tokenizer.pad_token_id == tokenizer.eos_token_id:
@@ -199,7 +206,7 @@ def train_causal_lm(options: TrainOptions, *, tokenizer=None, data=None, extra_c
     from plldr_hf.training.trainer import DagSchedule, PldrTrainer
 
     options = options.resolved()
-    checkpoint = resolve_checkpoint(options.resume, options.output_dir)
+    checkpoint = resolve_checkpoint(options.resume, options.output_dir, "pldrllm")
     out = Path(options.output_dir)
     out.mkdir(parents=True, exist_ok=True)
     options_file = out / "run_options.json"
@@ -245,6 +252,16 @@ def train_causal_lm(options: TrainOptions, *, tokenizer=None, data=None, extra_c
                 f"the training data makes {len(train_blocks)} {unit}, fewer than one batch of {per_step}, so no "
                 "step could run; lower --block-size or --batch-size, or give more data"
             )
+        # the recipe drops an incomplete batch in evaluation too: score whole batches only, and say how many blocks
+        per_eval = args.per_device_eval_batch_size * max(args.world_size, 1)
+        if len(eval_blocks) < per_eval:
+            # refused before the first step: the run would train, then find nothing to evaluate
+            raise ValueError(
+                f"the validation split makes {len(eval_blocks)} block(s) of {options.block_size} tokens, fewer than "
+                f"one evaluation batch of {per_eval}, so the run could not be evaluated; add a validation*.txt file "
+                "with more text, give more data (a share of it is held out), or lower --block-size"
+            )
+        eval_blocks = eval_blocks.select(range(len(eval_blocks) - len(eval_blocks) % per_eval))
         if is_main and checkpoint is None:
             options_file.write_text(json.dumps(asdict(options), indent=2))
             # a PldrllmTokenizer writes its SentencePiece model next to it as `tokenizer.model`

@@ -22,37 +22,81 @@ __all__ = ["check_checkpoint", "resolve_checkpoint"]
 _LATEST = ("last", "true", "True")
 
 
-def check_checkpoint(folder: str | os.PathLike) -> None:
-    """Raise `ValueError` naming the file when a Trainer checkpoint folder is incomplete or corrupt (a run killed
-    while it was being written, a truncated copy), instead of a deep error from torch or safetensors later."""
+def check_checkpoint(folder: str | os.PathLike, model_type: str | None = None) -> None:
+    """Raise `ValueError` naming the file when a Trainer checkpoint folder is incomplete, corrupt or not this run's
+    (a run killed while it was being written, a truncated copy, a `trainer_state.json` with an impossible step, a
+    model of another family, weights of another model), instead of a deep error from torch or safetensors later or
+    a run that trains on from the wrong weights. `model_type`: the family the run trains."""
     from safetensors import safe_open
 
     folder = Path(folder)
     state = folder / "trainer_state.json"
     try:
-        json.loads(state.read_text())
+        progress = json.loads(state.read_text())
     except FileNotFoundError:
         raise ValueError(
             f"checkpoint {folder} is incomplete: {state.name} is missing (interrupted while saving?)"
         ) from None
     except (OSError, ValueError) as err:
         raise ValueError(f"checkpoint file {state} is corrupt or truncated: {err}") from err
+    step = progress.get("global_step") if isinstance(progress, dict) else None
+    if isinstance(step, bool) or not isinstance(step, int) or step < 0:
+        raise ValueError(f"checkpoint file {state} is damaged: global_step must be a step count >= 0, got {step!r}")
     weights = sorted(folder.glob("*.safetensors"))
     if not weights:
         raise ValueError(f"checkpoint {folder} is incomplete: no model .safetensors file")
+    names = set()
     for path in weights:
         try:
             # opening checks the header and that the data covers the file, so a truncated copy fails here
-            with safe_open(str(path), framework="pt"):
-                pass
+            with safe_open(str(path), framework="pt") as handle:
+                if path.name.startswith("model"):  # not a PEFT adapter's file
+                    names.update(handle.keys())
         except Exception as err:  # safetensors raises its own error types for a bad header or length
             raise ValueError(f"checkpoint file {path} is corrupt or truncated: {err}") from err
+    if model_type is not None and names:
+        _check_checkpoint_model(folder, model_type, names)
     for name in ("optimizer.pt", "scheduler.pt"):
         path = folder / name
         if not path.is_file() or path.stat().st_size == 0:
             raise ValueError(f"checkpoint {folder} is incomplete: {name} is missing or empty")
     for path in sorted(folder.glob("*.pt")) + sorted(folder.glob("*.pth")):
         _check_torch_archive(path)
+
+
+def _check_checkpoint_model(folder: Path, model_type: str, names: set[str]) -> None:
+    """The checkpoint's config is of the run's family, and its weights hold exactly the tensors of the model its
+    config describes (listed from a model built on the meta device: no memory, no initialisation)."""
+    import torch
+    import transformers
+
+    from plldr_hf.models import FAMILIES
+
+    try:
+        config = transformers.AutoConfig.from_pretrained(folder)
+    except (OSError, ValueError) as err:
+        raise ValueError(f"checkpoint {folder}: its config.json cannot be read ({err})") from err
+    if config.model_type != model_type:
+        raise ValueError(
+            f"checkpoint {folder} holds a {config.model_type!r} model; this run trains {FAMILIES[model_type].description}"
+        )
+    with torch.device("meta"):
+        model = getattr(transformers, FAMILIES[model_type].auto_class).from_config(config)
+    expected = set(model.state_dict())
+    tied = {name for name in expected if name not in names and any(name.endswith(t) for t in _tied_names(model))}
+    missing, unexpected = sorted(expected - names - tied), sorted(names - expected)
+    if missing or unexpected:
+        shown = (missing + unexpected)[:3]
+        raise ValueError(
+            f"checkpoint {folder}: its weights are not this model's ({len(missing)} tensor(s) missing, "
+            f"{len(unexpected)} unexpected, e.g. {', '.join(shown)}); resume from a checkpoint of this run"
+        )
+
+
+def _tied_names(model) -> set[str]:
+    # tensors that save_pretrained leaves out because they share another's storage (tied embeddings)
+    keys = getattr(model, "all_tied_weights_keys", None) or getattr(model, "_tied_weights_keys", None) or {}
+    return set(keys)
 
 
 def _check_torch_archive(path: Path) -> None:
@@ -67,9 +111,12 @@ def _check_torch_archive(path: Path) -> None:
         raise ValueError(f"checkpoint file {path} is corrupt: entry {damaged} fails its CRC check")
 
 
-def resolve_checkpoint(resume: str | bool | None, output_dir: str | os.PathLike) -> str | None:
+def resolve_checkpoint(
+    resume: str | bool | None, output_dir: str | os.PathLike, model_type: str | None = None
+) -> str | None:
     """The checkpoint folder to resume from: None when `resume` is falsy; the newest complete `checkpoint-*` in
-    `output_dir` for `True` / `"last"`; otherwise `resume` itself, which must be a complete checkpoint."""
+    `output_dir` for `True` / `"last"`; otherwise `resume` itself, which must be a complete checkpoint (of the
+    `model_type` family when given: `check_checkpoint`)."""
     from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
     if not resume:
@@ -77,7 +124,7 @@ def resolve_checkpoint(resume: str | bool | None, output_dir: str | os.PathLike)
     if isinstance(resume, (str, os.PathLike)) and str(resume) not in _LATEST:
         if not Path(resume).is_dir():
             raise FileNotFoundError(f"resume: checkpoint folder {resume} does not exist")
-        check_checkpoint(resume)
+        check_checkpoint(resume, model_type)
         return str(resume)
     folder = Path(output_dir)
     candidates = (
@@ -94,7 +141,7 @@ def resolve_checkpoint(resume: str | bool | None, output_dir: str | os.PathLike)
     newest_error = None
     for candidate in reversed(candidates):
         try:
-            check_checkpoint(candidate)
+            check_checkpoint(candidate, model_type)
         except ValueError as err:
             logger.warning("skipping %s: %s", candidate.name, err)
             newest_error = newest_error or err

@@ -333,6 +333,8 @@ def read_data_files(kind: str, paths, cache_dir: str | None, **options):
     `DatasetGenerationError`)."""
     from datasets import load_dataset
 
+    if all(os.path.getsize(p) == 0 for p in paths):  # datasets cannot build a split from no rows
+        raise ValueError(f"no text in {', '.join(str(p) for p in paths)} (empty file); give files with text")
     try:
         return load_dataset(kind, data_files=[str(p) for p in paths], split="train", cache_dir=cache_dir, **options)
     except Exception as err:

@@ -351,7 +351,7 @@ def train_translation(
             f"label_smoothing_factor={args.label_smoothing_factor} would smooth the loss twice; pass "
             "label_smoothing= to train_translation instead (the model computes the smoothed loss)"
         )
-    resume_from_checkpoint = resolve_checkpoint(options.resume, args.output_dir)
+    resume_from_checkpoint = resolve_checkpoint(options.resume, args.output_dir, "agf")
     from datasets import DatasetDict
 
     set_seed(args.seed)
@@ -438,7 +438,8 @@ def train_translation(
     model.config.use_cache = True
     reset_call_state(tok)
     trainer.save_model()
-    trainer.log_metrics("train", train_output.metrics)
+    # saved (train_results.json) and logged, not printed as a block: the command prints its own summary
+    logger.info("train metrics: %s", train_output.metrics)
     trainer.save_metrics("train", train_output.metrics)
     trainer.save_state()
 

@@ -58,7 +58,7 @@ def run(args) -> int:
         calibration = tokenizer = None
         if args.texts:
             calibration = read_texts(args.texts)
-            tokenizer = load_tokenizer(args.tokenizer or args.model_dir)
+            tokenizer = load_tokenizer(args.tokenizer or args.model_dir, model_config=model.config)
         report = model.collapse(calibration, tolerance=args.tolerance, force=args.force, tokenizer=tokenizer)
     except (FileNotFoundError, ValueError) as error:
         message = str(error).replace("Pass force=True to collapse anyway", "Rerun with --force to collapse anyway")
@@ -69,7 +69,7 @@ def run(args) -> int:
         model = model.to_fixed_g()
     if tokenizer is None:
         try:
-            tokenizer = load_tokenizer(args.tokenizer or args.model_dir)
+            tokenizer = load_tokenizer(args.tokenizer or args.model_dir, model_config=model.config)
         except ValueError:
             tokenizer = None
 

@@ -65,7 +65,7 @@ def run(args) -> int:
         inputs = tokenizer = None
         if args.texts:
             inputs = read_texts(args.texts)[: args.max_texts]
-            tokenizer = load_tokenizer(args.tokenizer or args.model_dir)
+            tokenizer = load_tokenizer(args.tokenizer or args.model_dir, model_config=model.config)
         report = diagnose(model, inputs, tokenizer=tokenizer, new_tokens=args.new_tokens, rtol=args.rtol)
     except (FileNotFoundError, ValueError) as error:
         print(f"plldr-hf diagnose: error: {error}", file=sys.stderr)

@@ -3,8 +3,8 @@
 `transformers serve` resolves a folder's `config.architectures` on the `transformers` module, where only in-tree
 models live; `import plldr_hf` puts this package's classes there too (`plldr_hf._compat.expose_in_transformers`),
 so this command is `import plldr_hf` followed by transformers' own `serve` with the same arguments. A collapsed
-PLDR-LLM (fixed G) serves with `--continuous-batching`; a learned-G model is refused at the first request, before it
-generates (collapse it first).
+PLDR-LLM (fixed G) serves with `--continuous-batching`; a learned-G model is refused with it when the server starts
+(collapse it first).
 """
 
 import argparse
@@ -24,12 +24,33 @@ def register(subparsers) -> None:
     parser.set_defaults(func=run)
 
 
+def refuse_learned_g_with_continuous_batching(serve_args: list[str]) -> None:
+    """A learned-G PLDR-LLM folder with `--continuous-batching` is refused when the server starts, with the reason
+    and the fix, instead of a bare `Internal Server Error` at its first request."""
+    from pathlib import Path
+
+    from plldr_hf.loading import read_config
+    from plldr_hf.models.pldrllm.modeling_pldrllm import CONTINUOUS_BATCHING_NEEDS_FIXED_G
+    from plldr_hf_cli.arguments import UsageError
+
+    model = next((arg for arg in serve_args if not arg.startswith("-")), None)
+    if model is None or "--continuous-batching" not in serve_args or not Path(model).is_dir():
+        return
+    config = read_config(model)
+    fixed = config.get("custom_G_type") is not None or bool(config.get("collapsed"))
+    if config.get("model_type") == "pldrllm" and not fixed:
+        raise UsageError(f"{model}: {CONTINUOUS_BATCHING_NEEDS_FIXED_G}")
+
+
 def run(args) -> int:
     import sys
 
-    from transformers.cli.transformers import main as transformers_main
-
+    # first: importing plldr_hf after transformers' CLI would expose the classes on a `transformers` module object
+    # that the server no longer reads (it looks architectures up there)
     import plldr_hf  # noqa: F401  (registers the families and exposes their classes on `transformers`)
+
+    refuse_learned_g_with_continuous_batching(args.serve_args)
+    from transformers.cli.transformers import main as transformers_main
 
     sys.argv = ["transformers", "serve", *args.serve_args]
     return transformers_main() or 0

@@ -20,6 +20,24 @@ def register(subparsers) -> None:
     parser.set_defaults(func=run, extra_positionals="texts")
 
 
+def _stdin_lines() -> list[str]:
+    """Lines of standard input decoded as UTF-8 whatever the locale (a C locale would hand the tokenizer lone
+    surrogates), with the first undecodable line named."""
+    stream = getattr(sys.stdin, "buffer", None)
+    if stream is None:  # replaced by a text stream (tests, notebooks): already decoded
+        return [line.rstrip("\n") for line in sys.stdin]
+    lines = []
+    for number, raw in enumerate(stream, start=1):
+        try:
+            lines.append(raw.decode("utf-8").rstrip("\r\n"))
+        except UnicodeDecodeError as error:
+            raise UsageError(
+                f"standard input line {number} is not UTF-8 (byte {error.start}: {error.reason}); convert the text to "
+                "UTF-8, e.g. with iconv -f latin1 -t utf-8"
+            ) from None
+    return lines
+
+
 def run(args: argparse.Namespace) -> int:
     import torch
 
@@ -33,10 +51,11 @@ def run(args: argparse.Namespace) -> int:
         )
     texts = args.texts
     if not texts or texts == ["-"]:
-        texts = [line.rstrip("\n") for line in sys.stdin]
+        texts = _stdin_lines()
     if not texts:
         raise UsageError("nothing to translate (no TEXT arguments and empty standard input)")
-    model, tokenizer = load_model(args.model_dir, model_type="agf"), load_tokenizer(args.model_dir)
+    model = load_model(args.model_dir, model_type="agf")
+    tokenizer = load_tokenizer(args.model_dir, model_config=model.config)
     translator = AgfTranslationPipeline(
         model=model, tokenizer=tokenizer, device=0 if torch.cuda.is_available() else -1
     )

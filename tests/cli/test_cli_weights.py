@@ -82,17 +82,18 @@ def test_unexpected_tensors_are_refused_too_and_the_api_can_allow_them(tmp_path)
 
 
 def test_non_finite_scores_exit_non_zero_and_say_so(tmp_path, capsys):
-    # NaN in the LM head: the perplexity is NaN; the scores are still printed and saved, and the command says why
-    # they are not usable and exits 1 instead of 0
+    # finite weights whose products overflow (an LM head of 3e38): the perplexity is NaN; the scores are still
+    # printed and saved, and the command says why they are not usable and exits 1 instead of 0 (NaN weights
+    # themselves are refused at load: tests/test_input_classes.py)
     import torch
 
-    intact, broken = tmp_path / "intact", tmp_path / "nan-head"
+    intact, broken = tmp_path / "intact", tmp_path / "overflowing-head"
     tokenizer = tiny_tokenizer()
     for folder in (intact, broken):
         tiny_model(vocab_size=len(tokenizer)).save_pretrained(folder)
         tokenizer.save_pretrained(folder)
     weights = load_file(broken / "model.safetensors")
-    weights["final_layer.weight"] = torch.full_like(weights["final_layer.weight"], float("nan"))
+    weights["final_layer.weight"] = torch.full_like(weights["final_layer.weight"], 3e38)
     save_file(weights, broken / "model.safetensors", metadata={"format": "pt"})
     scores = tmp_path / "scores.json"
     status = main(["evaluate", str(broken), "--max-blocks", "2", "--block-size", "16", "--output-json", str(scores)])

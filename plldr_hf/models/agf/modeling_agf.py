@@ -58,7 +58,7 @@ from transformers.modeling_outputs import (
     Seq2SeqModelOutput,
 )
 
-from .configuration_agf import AgfConfig
+from .configuration_agf import AgfConfig, check_buildable
 from .positions import (
     AgfPositionCoefficient,
     AttentionPositionTerms,
@@ -963,6 +963,7 @@ class AgfModel(AgfPreTrainedModel):
     }
 
     def __init__(self, config: AgfConfig):
+        check_buildable(config, *config.estimated_size())  # every head builds this first: before any allocation
         super().__init__(config)
         self.shared = _embedding(config)
         self.encoder = AgfEncoder(config)

@@ -8,6 +8,7 @@ This file is copied next to the weights by `save_pretrained` (remote code): it i
 """
 
 import math
+import os
 
 from transformers import PreTrainedConfig
 
@@ -68,6 +69,60 @@ def adopt_rope_parameters(owner: str, config) -> None:
     params["rope_theta"] = config.rope_theta
 
 
+# weight dtypes a config may name (`dtype` / `torch_dtype`); an integer dtype is a quantizer's business, not the config's
+# Copied from plldr_hf.models.agf.configuration_agf.FLOAT_DTYPES
+FLOAT_DTYPES = ("float32", "float16", "bfloat16", "float64", "float", "half", "double")
+
+
+# Copied from plldr_hf.models.agf.configuration_agf.check_dtype
+def check_dtype(owner: str, kwargs: dict) -> None:
+    """The config's weight dtype (a string in a saved config.json) must name a floating-point torch dtype: a typo
+    would otherwise surface as `module 'torch' has no attribute ...` deep inside `from_pretrained`."""
+    for key in ("dtype", "torch_dtype"):
+        value = kwargs.get(key)
+        name = str(value).removeprefix("torch.")  # a torch.dtype when the config is built in Python
+        if value is not None and value != "auto" and name not in FLOAT_DTYPES:
+            raise ValueError(f"{owner}`{key}` must be one of {', '.join(FLOAT_DTYPES)} or 'auto', got {value!r}")
+
+
+# Python objects behind one nn.Module (its dicts, parameter wrappers, hooks): about 2.4 KB each, measured with
+# tracemalloc while building the tiny PLDR-LLM at 2, 20 and 200 layers; building also takes about 0.4 ms per module
+# Copied from plldr_hf.models.agf.configuration_agf.MODULE_BYTES
+MODULE_BYTES = 2_500
+# more modules than this take minutes to build and are no model anyone trains (Llama-70B has about 1,300)
+# Copied from plldr_hf.models.agf.configuration_agf.MAX_MODULES
+MAX_MODULES = 1_000_000
+
+
+# Copied from plldr_hf.models.agf.configuration_agf._physical_memory
+def _physical_memory() -> int | None:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):  # not a POSIX system: no bound is checked
+        return None
+
+
+# Copied from plldr_hf.models.agf.configuration_agf.check_buildable
+def check_buildable(config, parameters: int, modules: int) -> None:
+    """Refuse, before building a single layer, a config whose model cannot fit in this machine's memory (its
+    parameters at the config's dtype plus the Python objects of its modules) or has more than `MAX_MODULES` modules;
+    the message gives the estimate. Without it a huge `vocab_size` or layer count ends in an allocator error, a
+    traceback about `ignore_mismatched_sizes`, or a build that never ends."""
+    owner = type(config).__name__
+    dtype = str(getattr(config, "dtype", None) or "float32").removeprefix("torch.")
+    per_parameter = 2 if dtype in ("float16", "bfloat16", "half") else 8 if dtype in ("float64", "double") else 4
+    needed = parameters * per_parameter + modules * MODULE_BYTES
+    memory = _physical_memory()
+    if modules > MAX_MODULES or (memory is not None and needed > memory):
+        raise ValueError(
+            f"{owner}: this config makes a model of about {parameters:,} parameters in {modules:,} modules, about "
+            f"{needed / 2**30:,.1f} GiB to build"
+            + (f", more than this machine's {memory / 2**30:,.1f} GiB of memory" if memory and needed > memory else "")
+            + (f" and more than {MAX_MODULES:,} modules" if modules > MAX_MODULES else "")
+            + "; check the sizes in the config (vocab_size, hidden sizes, layer counts)"
+        )
+
+
 class PldrllmConfig(PreTrainedConfig):
     r"""
     Configuration of a PLDR-LLM (Power Law Decoder Representations) decoder-only language model with Power Law Graph
@@ -108,7 +163,7 @@ class PldrllmConfig(PreTrainedConfig):
         eos_token_id (`int`, *optional*):
             `[END]` id. Default: 3.
         tie_word_embeddings (`bool`, *optional*):
-            The released LM head `final_layer` is separate from the embedding. Default: `False`.
+            Share the LM head's weight with the embedding (the released `final_layer` is separate). Default: `False`.
         rope_theta (`float`, *optional*):
             RoPE base. Default: 10000.0.
         rope_scaling (`dict`, *optional*):
@@ -264,8 +319,10 @@ class PldrllmConfig(PreTrainedConfig):
         self.metric_learner_compile = metric_learner_compile
         # before transformers validates the type's keys, so an unsupported type is named as such
         rope_type_of("PldrllmConfig: ", kwargs.get("rope_parameters"))
-        super().__init__(tie_word_embeddings=tie_word_embeddings, **kwargs)
+        check_dtype("PldrllmConfig: ", kwargs)
+        # before transformers' own validators, which compare token ids with a `vocab_size` of any type
         self._check_values()
+        super().__init__(tie_word_embeddings=tie_word_embeddings, **kwargs)
         adopt_rope_parameters("PldrllmConfig: ", self)
 
     def _check_values(self):
@@ -344,6 +401,26 @@ class PldrllmConfig(PreTrainedConfig):
                 f"PldrllmConfig: `collapsed=True` applies to learned-G models; this config already has a fixed G "
                 f"(`custom_G_type={self.custom_G_type!r}`)"
             )
+
+    def estimated_size(self) -> tuple[int, int]:
+        """(parameters, modules) of `PldrllmForCausalLM` from the config alone, without building it: embedding, LM
+        head, the attention, metric-learner (A_dff GLUs per residual layer), PLGA and feed-forward weights with their
+        biases and layer norms."""
+        hidden, d, dff = self.hidden_size, self.head_dim, self.A_dff
+        metric_learner = 2 * d + self.num_reslayerA * (self.num_denseA * (3 * d * dff + 2 * dff + d) + 2 * d)
+        layer = (
+            4 * hidden * hidden
+            + 4 * hidden
+            + metric_learner
+            + 5 * self.num_attention_heads * d * d
+            + 3 * hidden * self.intermediate_size
+            + 2 * self.intermediate_size
+            + 5 * hidden
+        )
+        head = (0 if self.tie_word_embeddings else self.vocab_size * hidden) + self.vocab_size
+        parameters = self.vocab_size * hidden + head + 2 * hidden + self.num_hidden_layers * layer
+        modules = 8 + self.num_hidden_layers * (16 + self.num_reslayerA * (4 + 4 * self.num_denseA))
+        return parameters, modules
 
     @property
     def dag_weights(self) -> tuple[float, float, float]:

@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import collections
+import errno
 import io
 import os
 import pickle
@@ -323,9 +324,17 @@ def convert_pth(
         model.save_pretrained(staging)
         if tok is not None:
             tok.save_pretrained(staging)
-        if output_dir.exists():
-            output_dir.rmdir()
-        os.replace(staging, output_dir)
+        try:
+            if output_dir.exists():
+                output_dir.rmdir()
+            os.replace(staging, output_dir)
+        except OSError as error:
+            if error.errno not in (errno.ENOTEMPTY, errno.EEXIST):
+                raise
+            # another conversion filled the folder meanwhile (two runs started together): theirs stays whole
+            raise FileExistsError(
+                f"{output_dir} was filled by something else meanwhile; nothing was replaced"
+            ) from None
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise

@@ -80,7 +80,7 @@ from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 from transformers.utils import logging
 
 from .collapse import PldrllmCollapseReport, collapse_model, own_config
-from .configuration_pldrllm import PldrllmConfig
+from .configuration_pldrllm import PldrllmConfig, check_buildable
 from .fused_units import fused_units, is_plain
 from .g_cache import PldrllmCacheLayer, install_g_cache_layers
 from .layout import call_layout
@@ -118,8 +118,7 @@ CONTINUOUS_BATCHING_NEEDS_FIXED_G = (
 
 
 def is_paged(cache) -> bool:
-    """Whether `cache` is the paged cache of transformers' continuous batching (by name: the class lives in a
-    module that older transformers versions do not have)."""
+    """Whether `cache` is transformers' paged cache (by name: older transformers versions lack its module)."""
     return type(cache).__name__ == "PagedAttentionCache"
 
 
@@ -571,6 +570,7 @@ class PldrllmModel(PldrllmPreTrainedModel):
     """
 
     def __init__(self, config: PldrllmConfig):
+        check_buildable(config, *config.estimated_size())  # every head builds this first: before any allocation
         super().__init__(config)
         self.embedding = nn.Embedding(config.vocab_size, config.hidden_size)
         self.layernorm1 = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
@@ -748,7 +748,7 @@ class PldrllmModel(PldrllmPreTrainedModel):
 
 
 class PldrllmForCausalLM(PldrllmPreTrainedModel, GenerationMixin):
-    """PLDR-LLM with its untied LM head `final_layer` (with bias).
+    """PLDR-LLM with its LM head `final_layer` (with bias), tied to the embedding only if `tie_word_embeddings`.
 
     Example:
 
@@ -762,6 +762,8 @@ class PldrllmForCausalLM(PldrllmPreTrainedModel, GenerationMixin):
     torch.Size([1, 7])
     ```
     """
+
+    _tied_weights_keys = {"final_layer.weight": "decoder.embedding.weight"}
 
     def __init__(self, config: PldrllmConfig):
         super().__init__(config)

@@ -50,9 +50,14 @@ def register(subparsers) -> None:
     parser.add_argument("--bf16", action="store_true", help="bf16 autocast")
     parser.add_argument("--format", choices=("table", "json"), default="table", help="stdout format [%(default)s]")
     parser.add_argument("--output-json", metavar="PATH", help="also write the scores to this JSON file")
+    owners = {}  # flag dest → (model types, option string) of the family that added it
     for module in dict.fromkeys(families.values()):
+        before = len(parser._actions)
         module.add_arguments(parser)
-    parser.set_defaults(func=run)
+        for action in parser._actions[before:]:
+            owners[action.dest] = (module.MODEL_TYPES, max(action.option_strings, key=len))
+            _record_when_given(action)
+    parser.set_defaults(func=run, family_flags=owners, given_flags=frozenset())
 
 
 def run(args: argparse.Namespace) -> int:
@@ -67,4 +72,28 @@ def run(args: argparse.Namespace) -> int:
             f"no evaluation for model_type {model_type!r} (in {args.model_dir}); "
             f"supported: {', '.join(sorted(families))}"
         )
+    check_family_flags(args, model_type)
     return families[model_type].run(args, config)
+
+
+def _record_when_given(action: argparse.Action) -> None:
+    """Make `action` note its dest in `namespace.given_flags` when the command line uses it (argparse alone cannot
+    tell a flag given with its default value from one not given)."""
+
+    class Recorded(type(action)):
+        def __call__(self, parser, namespace, values, option_string=None):
+            namespace.given_flags = namespace.given_flags | {self.dest}
+            super().__call__(parser, namespace, values, option_string)
+
+    action.__class__ = Recorded
+
+
+def check_family_flags(args: argparse.Namespace, model_type: str) -> None:
+    """A flag of another family's evaluation that the command line gives is refused with the family it belongs to,
+    instead of being ignored."""
+    for dest, (model_types, flag) in args.family_flags.items():
+        if model_type not in model_types and dest in args.given_flags:
+            raise UsageError(
+                f"{flag} applies to {'/'.join(model_types)} models, and {args.model_dir} holds a model of type "
+                f"{model_type!r}: drop {flag}"
+            )

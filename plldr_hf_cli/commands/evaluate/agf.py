@@ -40,7 +40,8 @@ def run(args: argparse.Namespace, config: dict) -> int:
     # the family's evaluation entry point: plldr_hf.training.seq2seq.evaluate_translation
     evaluate_translation = FAMILIES["agf"].entry_point("evaluate")
 
-    model, tokenizer = load_model(args.model_dir, model_type="agf"), load_tokenizer(args.model_dir)
+    model = load_model(args.model_dir, model_type="agf")
+    tokenizer = load_tokenizer(args.model_dir, model_config=model.config)
     if torch.cuda.is_available():
         model = model.cuda()
     dataset = args.dataset or ["libreoffice"]

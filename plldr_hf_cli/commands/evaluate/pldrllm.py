@@ -2,8 +2,9 @@
 
 Documents are tokenised as in training (no BOS, `[END]` after each) and cut into fixed blocks; the perplexity is
 exp of the token-weighted mean cross-entropy over every predicted token. Default data: the embedded Shakespeare
-validation plays (`--split validation`, also used for `test`); `--dataset FILES` scores every paragraph of local
-text files (optionally .gz).
+validation plays (`--split validation`, also used for `test`), or the corpus named in the folder's `run_options.json`
+(its held-out split, as in training); other `--dataset FILES` are scored whole, every paragraph of local text files
+(optionally .gz).
 """
 
 import argparse
@@ -24,52 +25,98 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--max-blocks", type=positive_int, help="score at most this many blocks")
 
 
-def _read_text(path: str) -> str:
-    import gzip
+def _training_run(model_dir: str) -> dict:
+    """The options of the run that trained the model (`run_options.json` beside it), or {} for any other folder."""
+    from pathlib import Path
 
-    opener = gzip.open if str(path).endswith(".gz") else open
+    path = Path(model_dir) / "run_options.json"
     try:
-        with opener(path, "rt", encoding="utf-8") as handle:
-            return handle.read()
-    except OSError as err:
-        raise UsageError(f"cannot read text file {path}: {err}") from err
+        options = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return options if isinstance(options, dict) else {}
+
+
+def _same_files(a, b) -> bool:
+    from pathlib import Path
+
+    return sorted(str(Path(p).expanduser().resolve()) for p in a) == sorted(
+        str(Path(p).expanduser().resolve()) for p in b
+    )
+
+
+def documents_to_score(args: argparse.Namespace) -> dict:
+    """Split name → (what it is, documents). The corpus the model was trained on (named in its `run_options.json`; the embedded
+    Shakespeare for a folder without one) is scored on the split it held out, as in training; any other `--dataset`
+    files are scored whole. The label says which, so a score never stands without its data."""
+    from pathlib import Path
+
+    from datasets import Dataset
+
+    from plldr_hf.training.corpus import load_text_corpus, read_data_files
+
+    run = _training_run(args.model_dir)
+    trained_on = list(run.get("dataset") or [])
+    dataset = list(args.dataset or trained_on)
+    if dataset and dataset != ["shakespeare"] and not (trained_on and _same_files(dataset, trained_on)):
+        missing = [p for p in dataset if not Path(p).expanduser().is_file()]
+        if missing:
+            raise UsageError(f"--dataset: {', '.join(missing)} is not a file; give local text files to score")
+        kinds = {p: "text" if ".txt" in Path(p).suffixes or ".md" in Path(p).suffixes else None for p in dataset}
+        if None in kinds.values():
+            raise UsageError(f"--dataset: score plain text files (.txt, .md, optionally .gz), got {dataset}")
+        try:
+            texts = read_data_files("text", dataset, None, sample_by="paragraph")["text"]
+        except ValueError as error:  # empty, not UTF-8, a damaged .gz: names the file
+            raise UsageError(f"--dataset: {error}") from error
+        documents = [text.strip() for text in texts if text.strip()]
+        if not documents:
+            raise UsageError(f"--dataset: no text in {', '.join(dataset)} (empty or blank lines only)")
+        return {"files": (f"all of {', '.join(dataset)}", Dataset.from_dict({"text": documents}))}
+    if dataset and dataset != ["shakespeare"] and any(not Path(p).expanduser().exists() for p in dataset):
+        raise UsageError(
+            f"the model was trained on {', '.join(dataset)}, which is not found from here; pass --dataset with its path"
+        )
+    corpus = load_text_corpus(
+        dataset or None,
+        dataset_config=run.get("dataset_config"),
+        text_column=run.get("text_column", "text"),
+        max_train_documents=run.get("max_train_documents"),
+        seed=run.get("seed", 0),
+    )
+    origin = ", ".join(dataset) if dataset and dataset != ["shakespeare"] else "the embedded Shakespeare corpus"
+    splits = {}
+    for split in args.split:
+        name = "validation" if split == "test" else split
+        if name not in corpus:
+            raise UsageError(f"split {split!r} not in the corpus; it has {sorted(corpus)}")
+        held_out = " (not trained on)" if name == "validation" else ""
+        splits[name] = (f"{name} split of {origin}{held_out}", corpus[name])
+    return splits
 
 
 def run(args: argparse.Namespace, config: dict) -> int:
-    from datasets import Dataset
-
     from plldr_hf.loading import load_model, load_tokenizer
     from plldr_hf.models import FAMILIES
-    from plldr_hf.training.corpus import load_text_corpus
     from plldr_hf.training.preprocessing import pack_into_blocks
 
-    model, tokenizer = load_model(args.model_dir, model_type="pldrllm"), load_tokenizer(args.model_dir)
+    model = load_model(args.model_dir, model_type="pldrllm")
+    tokenizer = load_tokenizer(args.model_dir, model_config=model.config)
     block_size = args.block_size or min(config.get("max_position_embeddings", 1024), 1024)
-    if args.dataset and args.dataset != ["shakespeare"]:
-        # local text files: every paragraph (blank-line separated) of every file is one document
-        documents = [doc.strip() for path in args.dataset for doc in _read_text(path).split("\n\n") if doc.strip()]
-        splits = {"files": Dataset.from_dict({"text": documents})}
-    else:
-        corpus = load_text_corpus(None)
-        splits = {}
-        for split in args.split:
-            name = "validation" if split == "test" else split
-            if name not in corpus:
-                raise UsageError(f"split {split!r} not in the corpus; it has {sorted(corpus)}")
-            splits[name] = corpus[name]
+    splits = documents_to_score(args)
     results = {}
-    for name, documents in splits.items():
+    for name, (data, documents) in splits.items():
         blocks = pack_into_blocks(documents, tokenizer, block_size, max_blocks=args.max_blocks or args.max_samples)
         # the family's evaluation entry point: plldr_hf.evaluation.perplexity
         scores = FAMILIES["pldrllm"].entry_point("evaluate")(model, blocks, batch_size=args.batch_size)
-        results[name] = scores
+        results[name] = {**scores, "data": data}
         if args.format == "table":
             print(
-                f"{args.model_dir} — {name}: perplexity {scores['perplexity']:.3f} "
+                f"{args.model_dir} — {data}: perplexity {scores['perplexity']:.3f} "
                 f"(cross-entropy {scores['cross_entropy']:.4f} nats over {scores['tokens']} tokens, "
                 f"{scores['blocks']} blocks of {block_size})"
             )
-    payload = {"model": str(args.model_dir), "dataset": args.dataset or ["shakespeare"], **results}
+    payload = {"model": str(args.model_dir), **results}
     text = json.dumps(payload, indent=2)
     if args.format == "json":
         print(text)

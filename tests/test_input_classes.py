@@ -1,0 +1,220 @@
+"""Classes of bad input, each checked where the class is decided (the probe, `tools/probe_bad_inputs.py`, runs every
+command against them): configs that cannot be built or are of the wrong type, weights that load but cannot be
+right, checkpoints that are not the run's, flags of the other family, text that is not UTF-8, a validation split too
+small to evaluate, files the user's umask does not allow to read."""
+
+import json
+import math
+import warnings
+
+import pytest
+import torch
+from safetensors.torch import load_file, save_file
+
+from plldr_hf import AgfConfig, AgfForConditionalGeneration, PldrllmConfig, PldrllmForCausalLM
+from plldr_hf.cli import main
+from plldr_hf.loading import DamagedWeightsError, load_model
+from tests.utils import tiny_agf_config, tiny_config, tiny_model, tiny_pldrllm_tokenizer
+
+
+# ---------------------------------------------------------------- sizes: estimated before building
+@pytest.mark.parametrize(
+    "overrides",
+    [{}, {"num_reslayerA": 5, "num_denseA": 3, "A_dff": 20}, {"tie_word_embeddings": True}, {"num_hidden_layers": 4}],
+)
+def test_the_pldrllm_estimate_counts_the_parameters_it_builds(overrides):
+    model = PldrllmForCausalLM(tiny_config(**overrides))
+    parameters, modules = model.config.estimated_size()
+    assert parameters == sum(p.numel() for p in model.parameters())
+    assert len(list(model.modules())) <= modules <= 1.2 * len(list(model.modules()))
+
+
+def test_the_pldrllm_estimate_of_the_110m_config_is_exact():
+    config = PldrllmConfig()
+    with torch.device("meta"):
+        model = PldrllmForCausalLM(config)
+    assert config.estimated_size()[0] == sum(p.numel() for p in model.parameters()) == 109_689_362
+
+
+@pytest.mark.parametrize("overrides", [{}, {"tie_word_embeddings": False}, {"position_encoding": "t5"}])
+def test_the_agf_estimate_is_within_a_fifth_of_what_it_builds(overrides):
+    model = AgfForConditionalGeneration(tiny_agf_config(**overrides))
+    parameters, modules = model.config.estimated_size()
+    assert math.isclose(parameters, sum(p.numel() for p in model.parameters()), rel_tol=0.2)
+    assert len(list(model.modules())) <= modules
+
+
+@pytest.mark.parametrize(
+    "build",
+    [
+        lambda: PldrllmForCausalLM(tiny_config(intermediate_size=10**10)),
+        lambda: PldrllmForCausalLM(tiny_config(num_hidden_layers=200_000)),
+        lambda: PldrllmForCausalLM(tiny_config(num_reslayerA=10**6)),
+        lambda: AgfForConditionalGeneration(tiny_agf_config(d_model=10**6, encoder_ffn_dim=4, decoder_ffn_dim=4)),
+    ],
+)
+def test_a_model_that_cannot_fit_is_refused_with_its_estimate_before_building(build):
+    with pytest.raises(ValueError, match=r"about [\d,]+ parameters in [\d,]+ modules"):
+        build()
+
+
+# ---------------------------------------------------------------- config values of the wrong type
+@pytest.mark.parametrize(
+    "make, field",
+    [
+        (lambda: PldrllmConfig(vocab_size="512"), "vocab_size"),
+        (lambda: PldrllmConfig(dtype="bogus"), "dtype"),
+        (lambda: AgfConfig(torch_dtype="int8"), "torch_dtype"),
+        (lambda: AgfConfig(is_encoder_decoder=False), "is_encoder_decoder"),
+    ],
+)
+def test_config_values_of_the_wrong_type_are_named(make, field):
+    with pytest.raises(ValueError, match=field):
+        make()
+
+
+def test_tie_word_embeddings_ties_the_pldrllm_head_and_survives_a_round_trip(tmp_path):
+    model = tiny_model(tie_word_embeddings=True)
+    assert model.final_layer.weight is model.decoder.embedding.weight
+    model.save_pretrained(tmp_path)
+    loaded = PldrllmForCausalLM.from_pretrained(tmp_path, attn_implementation="eager")
+    ids = torch.tensor([[4, 5, 6]])
+    assert loaded.final_layer.weight is loaded.decoder.embedding.weight
+    assert torch.equal(model(ids).logits, loaded(ids).logits)
+
+
+# ---------------------------------------------------------------- weights that load but cannot be right
+@pytest.fixture
+def pldr_dir(tmp_path):
+    tokenizer = tiny_pldrllm_tokenizer()
+    tiny_model(vocab_size=len(tokenizer)).save_pretrained(tmp_path / "pldr")
+    tokenizer.save_pretrained(tmp_path / "pldr")
+    return tmp_path / "pldr"
+
+
+def _rewrite(folder, change):
+    weights = load_file(folder / "model.safetensors")
+    save_file(change(weights), folder / "model.safetensors", metadata={"format": "pt"})
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (lambda w: {k: (v * 10).to(torch.int8) for k, v in w.items()}, "stored as integers"),
+        (lambda w: {**w, "final_layer.weight": w["final_layer.weight"].to(torch.int8)}, "final_layer.weight"),
+        (lambda w: {**w, "final_layer.bias": w["final_layer.bias"].clone().fill_(float("nan"))}, "NaN or infinite"),
+        (lambda w: {k: v.clone().fill_(float("inf")) for k, v in w.items()}, "NaN or infinite"),
+    ],
+)
+def test_weights_that_cannot_be_right_are_refused(pldr_dir, change, message, capsys):
+    _rewrite(pldr_dir, change)
+    with pytest.raises(DamagedWeightsError, match=message):
+        load_model(pldr_dir)
+    assert main(["evaluate", str(pldr_dir), "--max-blocks", "2"]) == 1
+    assert message.split()[0] in capsys.readouterr().err
+
+
+def test_one_tensor_of_another_float_dtype_is_cast_with_a_warning(pldr_dir):
+    _rewrite(pldr_dir, lambda w: {**w, "final_layer.weight": w["final_layer.weight"].half()})
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model = load_model(pldr_dir)
+    assert model.final_layer.weight.dtype == torch.float32
+    assert any("final_layer.weight (F16)" in str(w.message) for w in caught)
+
+
+# ---------------------------------------------------------------- flags and tokenizers of the other family
+def test_a_flag_of_the_other_family_is_refused(pldr_dir, capsys):
+    assert main(["evaluate", str(pldr_dir), "--num-beams", "4"]) == 2
+    assert "--num-beams applies to agf models" in capsys.readouterr().err
+    # a flag given with its default value is still the other family's
+    assert main(["evaluate", str(pldr_dir), "--source-lang", "en"]) == 2
+
+
+def test_a_tokenizer_saved_beside_another_family_is_refused(pldr_dir, tmp_path, capsys):
+    from tests.utils import tiny_translation_tokenizer
+
+    other = tmp_path / "agf"
+    tokenizer = tiny_translation_tokenizer()
+    AgfForConditionalGeneration(tiny_agf_config(vocab_size=len(tokenizer))).save_pretrained(other)
+    tokenizer.save_pretrained(other)
+    texts = tmp_path / "texts.txt"
+    texts.write_text("to be or not to be\n")
+    argv = ["diagnose", str(pldr_dir), "--texts", str(texts), "--tokenizer", str(other)]
+    assert main([*argv, "--output-dir", str(tmp_path / "d")]) == 2
+    assert "belongs to a 'agf' model" in capsys.readouterr().err
+
+
+def test_serve_refuses_a_learned_g_with_continuous_batching_when_it_starts(pldr_dir, capsys):
+    assert main(["serve", str(pldr_dir), "--continuous-batching"]) == 2
+    assert "Collapse the model first" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------- text and data
+def test_the_default_evaluation_data_is_the_held_out_split_of_the_training_corpus(tmp_path, capsys):
+    import gzip
+
+    from plldr_hf.training.corpus import embedded_data_path
+
+    corpus = tmp_path / "mine.txt"
+    corpus.write_text(gzip.open(embedded_data_path("en_shakespeare", "validation.txt.gz"), "rt").read()[:60000])
+    out = tmp_path / "run"
+    argv = ["train", "pldrllm", "--tiny", "--dataset", str(corpus), "--max-steps", "2", "--output-dir", str(out)]
+    assert main([*argv, "--report-to", "none"]) == 0
+    capsys.readouterr()
+    assert main(["evaluate", str(out), "--max-blocks", "2", "--format", "json"]) == 0
+    scores = json.loads(capsys.readouterr().out)
+    assert scores["validation"]["data"] == f"validation split of {corpus} (not trained on)"
+    assert main(["evaluate", str(out), "--max-blocks", "2", "--dataset", str(corpus), "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["validation"] == scores["validation"]
+
+
+def test_a_corpus_too_small_to_evaluate_is_refused_before_the_first_step(tmp_path, capsys):
+    small = tmp_path / "small.txt"
+    small.write_text("\n\n".join(f"paragraph {i} of a short text" for i in range(60)))
+    out = tmp_path / "run"
+    argv = ["train", "pldrllm", "--tiny", "--dataset", str(small), "--output-dir", str(out), "--report-to", "none"]
+    assert main(argv) == 2
+    assert "fewer than one evaluation batch" in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_a_latin1_texts_file_is_named(pldr_dir, tmp_path, capsys):
+    texts = tmp_path / "latin1.txt"
+    texts.write_bytes(b"caf\xe9 au lait\n")
+    assert main(["diagnose", str(pldr_dir), "--texts", str(texts), "--output-dir", str(tmp_path / "d")]) == 2
+    assert "latin1.txt is not UTF-8" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------- checkpoints that are not the run's
+def test_a_checkpoint_with_an_impossible_step_or_foreign_weights_is_refused(tmp_path, pldr_dir):
+    from plldr_hf.training.checkpoints import check_checkpoint
+
+    out = tmp_path / "run"
+    argv = ["train", "agf", "--tiny", "--max-steps", "2", "--save-steps", "2", "--output-dir", str(out)]
+    assert main([*argv, "--report-to", "none"]) == 0
+    checkpoint = out / "checkpoint-2"
+    check_checkpoint(checkpoint, "agf")  # the run's own checkpoint passes
+    with pytest.raises(ValueError, match="holds a 'agf' model"):
+        check_checkpoint(checkpoint, "pldrllm")
+    weights = (checkpoint / "model.safetensors").read_bytes()
+    (checkpoint / "model.safetensors").write_bytes((pldr_dir / "model.safetensors").read_bytes())
+    with pytest.raises(ValueError, match="its weights are not this model's"):
+        check_checkpoint(checkpoint, "agf")
+    (checkpoint / "model.safetensors").write_bytes(weights)
+    state = json.loads((checkpoint / "trainer_state.json").read_text())
+    (checkpoint / "trainer_state.json").write_text(json.dumps({**state, "global_step": -5}))
+    with pytest.raises(ValueError, match="global_step"):
+        check_checkpoint(checkpoint, "agf")
+
+
+# ---------------------------------------------------------------- what the user's umask allows
+def test_a_written_model_folder_is_readable_as_the_umask_allows(pldr_dir, tmp_path):
+    import os
+
+    umask = os.umask(0o022)
+    try:
+        assert main(["collapse", str(pldr_dir), str(tmp_path / "c"), "--force"]) == 0
+    finally:
+        os.umask(umask)
+    assert (tmp_path / "c" / "model.safetensors").stat().st_mode & 0o777 == 0o644

@@ -209,12 +209,26 @@ def markdown_tables(text: str) -> list[list[list[str]]]:
     return tables
 
 
-def complete_on_server(argv: list[str], port: int, payload: dict, *, env=None, startup_s: float = 180) -> dict:
+def complete_on_server(
+    argv: list[str],
+    port: int,
+    payload: dict,
+    *,
+    env=None,
+    startup_s: float = 180,
+    ctrl_c_exit_s: float | None = None,
+    also: dict | None = None,
+) -> dict:
     """Starts an OpenAI-compatible server (`argv`, listening on 127.0.0.1:`port`), waits until `/health` answers,
-    posts one `/v1/completions` request and returns its JSON answer; the server is stopped in every case."""
+    posts one `/v1/completions` request and returns its JSON answer; the server is stopped in every case. `also`:
+    {route: payload} of further requests, whose (HTTP status, JSON body) are returned under `answer["also"]`. With
+    `ctrl_c_exit_s`, the answers are followed by a Ctrl-C (SIGINT), after which the server must have exited within that
+    many seconds."""
     import json
+    import signal
     import subprocess
     import time
+    import urllib.error
     import urllib.request
 
     server = subprocess.Popen(
@@ -237,7 +251,27 @@ def complete_on_server(argv: list[str], port: int, payload: dict, *, env=None, s
             method="POST",
         )
         with urllib.request.urlopen(request, timeout=120) as response:
-            return json.loads(response.read())
+            answer = json.loads(response.read())
+        answer["also"] = {}
+        for route, body in (also or {}).items():
+            extra = urllib.request.Request(
+                f"http://127.0.0.1:{port}{route}",
+                data=json.dumps(body).encode(),
+                headers={"Content-Type": "application/json"},
+                method="POST",
+            )
+            try:
+                with urllib.request.urlopen(extra, timeout=120) as response:
+                    answer["also"][route] = (response.status, json.loads(response.read()))
+            except urllib.error.HTTPError as error:
+                answer["also"][route] = (error.code, json.loads(error.read() or b"null"))
+        if ctrl_c_exit_s is not None:
+            server.send_signal(signal.SIGINT)
+            try:
+                server.wait(timeout=ctrl_c_exit_s)
+            except subprocess.TimeoutExpired:
+                raise AssertionError(f"the server was still running {ctrl_c_exit_s:.0f} s after Ctrl-C") from None
+        return answer
     finally:
         server.terminate()
         try:

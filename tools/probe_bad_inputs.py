@@ -142,6 +142,7 @@ class Probe:
         self.cli_config_values()
         self.cli_text_files()
         self.cli_file_size_limit()
+        self.cli_mounted_faults()
         self.cli_concurrent_twins()
         self.api_models()
         self.api_configs()
@@ -554,6 +555,60 @@ class Probe:
                     shutil.rmtree(path) if path.is_dir() else path.unlink()
         finally:
             signal.signal(signal.SIGXFSZ, previous)
+
+    @contextlib.contextmanager
+    def _mounted(self, name: str, options: str):
+        """A folder on a small tmpfs mounted with `options` (`ro`: read-only; `size=64k`: a disk that fills up), or
+        None where this process may not mount (not root, no capability): those cases are then not run."""
+        import subprocess
+
+        folder = self.work / name
+        folder.mkdir()
+        if os.geteuid() != 0:
+            if options == "ro":  # without root a folder without write permission is read-only enough
+                folder.chmod(0o555)
+                yield folder
+                folder.chmod(0o755)
+            else:
+                yield None
+            return
+        mount = subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", f"{options},size=64k" if options == "ro" else options, "tmpfs", folder],
+            capture_output=True,
+        )
+        if mount.returncode != 0:
+            yield None
+            return
+        try:
+            yield folder
+        finally:
+            subprocess.run(["umount", folder], capture_output=True)
+
+    def cli_mounted_faults(self) -> None:
+        """The class: every command that writes, into a read-only folder and onto a full disk (a 64 KiB tmpfs, so
+        the fault is the file system's own: EROFS / ENOSPC): one line naming the path, exit 1 or 2, nothing left."""
+        for label, options, expect in (("a read-only folder", "ro", "read-only"), ("a full disk", "size=64k", "space")):
+            with self._mounted(f"mounted_{options.split(',')[0]}", options) as folder:
+                if folder is None:
+                    print(f"not run: writing into {label} needs root (mount) here", file=sys.stderr)
+                    continue
+                filler = folder / ".filler"
+                if options != "ro":  # fill the disk: every later write fails with ENOSPC
+                    with contextlib.suppress(OSError), open(filler, "wb") as handle:
+                        while True:
+                            handle.write(b"\0" * 4096)
+                            handle.flush()
+                for name, argv in self._writing_commands(folder):
+                    verdict, detail = _cli([str(a) for a in argv], expect)
+                    if verdict == "unclear" and expect == "read-only" and "permission denied" in detail.lower():
+                        verdict = "clear"  # the chmod form of a read-only folder
+                    left = sorted(p.name for p in folder.iterdir() if p != filler)
+                    if verdict == "clear" and left:
+                        verdict, detail = "data loss", f"left behind: {left}; {detail}"
+                    self.record(f"{name} into {label}", "cli", verdict, detail)
+                    for path in folder.iterdir():
+                        if path != filler:
+                            shutil.rmtree(path) if path.is_dir() else path.unlink()
 
     def cli_concurrent_twins(self) -> None:
         """The class: two copies of a writing command started together into one folder. One writes it whole, the

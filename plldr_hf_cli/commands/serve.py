@@ -52,5 +52,60 @@ def run(args) -> int:
     refuse_learned_g_with_continuous_batching(args.serve_args)
     from transformers.cli.transformers import main as transformers_main
 
+    answer_request_errors_as_client_errors()
+
     sys.argv = ["transformers", "serve", *args.serve_args]
-    return transformers_main() or 0
+    try:
+        return transformers_main() or 0
+    finally:
+        stop_generation_threads()
+
+
+def answer_request_errors_as_client_errors() -> None:
+    """Give transformers serve's app a handler for the `ValueError`s a request causes: a chat request to a model
+    without a chat template is HTTP 400 with the reason and the fix, any other one a 500 that says what failed (the
+    server's default is a bare `Internal Server Error`, with the reason only in its log)."""
+    try:
+        # `transformers serve` imports `build_server` from here when it starts, so the wrapped one is used
+        from transformers.cli.serving import server as hf_serve
+    except ImportError:  # no serving extra: transformers serve says so itself
+        return
+    build_server = hf_serve.build_server
+    if getattr(build_server, "plldr_hf_handlers", False):
+        return
+
+    def build_server_with_handlers(*args, **kwargs):
+        from fastapi.responses import JSONResponse
+
+        app = build_server(*args, **kwargs)
+
+        @app.exception_handler(ValueError)
+        async def request_value_error(_request, error: ValueError):
+            if "chat_template" in str(error):
+                message = (
+                    "this model has no chat template, so /v1/chat/completions cannot format messages: use "
+                    "/v1/completions with a prompt, or save a tokenizer with a chat_template"
+                )
+                return JSONResponse({"error": {"message": message, "type": "invalid_request_error"}}, status_code=400)
+            return JSONResponse({"error": {"message": str(error), "type": "server_error"}}, status_code=500)
+
+        return app
+
+    build_server_with_handlers.plldr_hf_handlers = True
+    hf_serve.build_server = build_server_with_handlers
+
+
+def stop_generation_threads() -> None:
+    """Stop the continuous-batching managers left running: `transformers serve` (5.24) returns from Ctrl-C with the
+    manager's generation thread still alive, and that non-daemon thread would keep the process up (it waits for
+    requests forever)."""
+    import gc
+
+    try:
+        from transformers.generation.continuous_batching.continuous_api import ContinuousBatchingManager
+    except ImportError:  # a transformers without continuous batching starts no such thread
+        return
+    # by exact type: isinstance on every live object would touch torch's deprecated module attributes
+    for manager in [obj for obj in gc.get_objects() if type(obj) is ContinuousBatchingManager]:
+        if manager.is_running():
+            manager.stop(block=True, timeout=10, hard_stop=True)

@@ -1,7 +1,10 @@
 """`plldr-hf serve`: transformers' own OpenAI-compatible server with continuous batching answers a completion request
-for a collapsed PLDR-LLM with the tokens `generate()` gives (loopback only, one request, bounded in time)."""
+for a collapsed PLDR-LLM with the tokens `generate()` gives (loopback only, one request, bounded in time), started as
+the console script; a chat request without a chat template is a 400 that says so; the server exits soon after
+Ctrl-C."""
 
 import os
+import shutil
 import sys
 
 import pytest
@@ -36,10 +39,17 @@ def test_transformers_serve_with_continuous_batching_answers_like_generate(tmp_p
 
     port = free_port()
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
-    argv = [sys.executable, "-m", "plldr_hf", "serve", str(folder), "--continuous-batching"]
+    # the console script itself, as the README runs it (its imports differ from `python -m plldr_hf`)
+    script = shutil.which("plldr-hf", path=os.path.dirname(sys.executable)) or shutil.which("plldr-hf")
+    assert script is not None, "the plldr-hf console script is not installed"
+    argv = [script, "serve", str(folder), "--continuous-batching"]
     argv += ["--host", "127.0.0.1", "--port", str(port), "--device", "cpu"]
     payload = {"model": str(folder), "prompt": expected[0], "max_tokens": 6, "temperature": 0}
-    answer = complete_on_server(argv, port, payload, env=env)
+    chat = {"model": str(folder), "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}
+    answer = complete_on_server(argv, port, payload, env=env, ctrl_c_exit_s=30, also={"/v1/chat/completions": chat})
+    # a base model has no chat template: a client error that says so, not a bare 500
+    status, body = answer["also"]["/v1/chat/completions"]
+    assert status == 400 and "no chat template" in body["error"]["message"]
     assert answer["object"] == "text_completion"
     assert answer["choices"][0]["text"].strip() == expected[1].strip()
     assert answer["usage"]["completion_tokens"] >= 3

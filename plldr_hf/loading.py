@@ -72,6 +72,8 @@ def read_config(model_dir: str | os.PathLike) -> dict:
                 f"{model_dir} is not a local folder, and no Hub model of that name can be reached (offline?): give "
                 f"the path of a saved model folder ({' '.join(str(error).split())[:160]})"
             ) from error
+    if folder.is_file():
+        raise ModelFolderError(f"{folder} is a file, not a model folder; give the folder written by save_pretrained")
     if not folder.is_dir():
         raise ModelFolderError(f"model folder {folder} does not exist; give the folder written by save_pretrained")
     config_file = folder / "config.json"
@@ -222,6 +224,8 @@ def load_tokenizer(path: str | os.PathLike, *, model_config=None):
     import plldr_hf  # noqa: F401  (routes released PLDR-LLM folders to the exact unigram tokenizer)
 
     folder = Path(path)
+    if folder.is_file():
+        raise ModelFolderError(f"{folder} is a file; a tokenizer is a folder (tokenizer.json, tokenizer_config.json)")
     if folder.is_dir() and not any((folder / name).is_file() for name in TOKENIZER_FILES):
         raise ModelFolderError(
             f"no tokenizer in {folder} (none of {', '.join(TOKENIZER_FILES[:3])}); save the tokenizer into the "
@@ -261,6 +265,8 @@ def load_folder(model_dir: str | os.PathLike, *, model_type: str | None = None, 
 def read_texts(path: str | os.PathLike) -> list[str]:
     """Non-empty lines of a UTF-8 text file, one text each."""
     path = Path(path)
+    if path.is_dir():
+        raise FileNotFoundError(f"{path} is a folder; give a text file with one text per line")
     if not path.is_file():
         raise FileNotFoundError(f"texts file not found: {path}")
     try:

@@ -118,7 +118,7 @@ def load(spec: dict) -> dict:
         report["package_importable"] = True
 
     import torch
-    from transformers import AutoModelForCausalLM, AutoModelForSeq2SeqLM, AutoTokenizer
+    from transformers import AutoModel, AutoModelForCausalLM, AutoModelForSeq2SeqLM, AutoTokenizer
 
     torch.set_num_threads(1)
     for case in spec["cases"]:
@@ -130,6 +130,13 @@ def load(spec: dict) -> dict:
         result["model_class"] = f"{type(model).__module__}.{type(model).__name__}"
         result["collapsed"] = bool(getattr(model.config, "collapsed", False))
         result["state_dict_keys"] = sorted(model.state_dict())
+        # the base model through `AutoModel` (what vLLM's Transformers backend loads): same weights as the head's
+        base = AutoModel.from_pretrained(case["source"], trust_remote_code=trust)
+        head_base = model.base_model
+        result["base_model_class"] = f"{type(base).__module__}.{type(base).__name__}"
+        result["base_model_same_weights"] = all(
+            torch.equal(tensor, head_base.state_dict()[name]) for name, tensor in base.state_dict().items()
+        )
         if case.get("pipeline"):
             result["pipelines"] = run_pipelines(case, mode)
         report[case["name"]] = result

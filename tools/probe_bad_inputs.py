@@ -137,6 +137,7 @@ class Probe:
         self.cli_values()
         self.cli_folders()
         self.cli_damaged()
+        self.cli_every_input_path()
         self.cli_family_flags()
         self.cli_damaged_weights()
         self.cli_config_values()
@@ -151,12 +152,18 @@ class Probe:
 
     def cli_every_numeric_flag(self) -> None:
         """The class, not the cases: every numeric flag of every command, read off the parser itself (a flag added
-        later is probed too), gets NaN and an infinity."""
+        later is probed too), gets NaN, an infinity, -1 (unless negative values mean something: `SIGNED_FLAGS`) and
+        0 where its type needs at least 1."""
         from plldr_hf.cli import build_parser
 
         for path, action in numeric_flags(build_parser()):
             flag = max(action.option_strings, key=len)
-            for value in ("nan", "inf"):
+            values = ["nan", "inf"]
+            if flag not in SIGNED_FLAGS:
+                values.append("-1")  # no count, size, rate or tolerance is negative
+            if _refuses(action.type, "0"):
+                values.append("0")  # the flags that need at least 1 say so through the full command line too
+            for value in values:
                 self.cli(f"{' '.join(path)} {flag} {value}", [*path, flag, value], flag)
         for path, key in (("train agf", "--trainer-arg"), ("train agf", "--set")):
             argv = [
@@ -335,6 +342,52 @@ class Probe:
             "32,000 pieces",
         )
         self.cli("plot-agf a PLDR-LLM folder", ["plot-agf", p], "pldrllm")
+
+    def cli_every_input_path(self) -> None:
+        """The class: every argument a command reads from gets a missing path, a folder where a file belongs and a
+        file where a folder belongs; the message names the path."""
+        w = self.work
+        missing, folder, afile = w / "no_such_input", w / "an_input_folder", w / "an_input_file.txt"
+        folder.mkdir(exist_ok=True)
+        afile.write_text("some text\n")
+        legacy = REPO_ROOT / "tests" / "fixtures" / "pldrllm_legacy_pth"
+        n = "--max-position-embeddings"
+        # (command, argv with {} where the path goes, what the path should be: "folder" or "file")
+        templates = [
+            ("evaluate MODEL_DIR", ["evaluate", "{}"], "folder"),
+            ("diagnose MODEL_DIR", ["diagnose", "{}", "--output-dir", w / "pi_d"], "folder"),
+            ("collapse MODEL_DIR", ["collapse", "{}", w / "pi_c", "--force"], "folder"),
+            ("translate MODEL_DIR", ["translate", "{}", "a text"], "folder"),
+            ("plot-agf MODEL_DIR", ["plot-agf", "{}", "--output", w / "pi.png"], "folder"),
+            ("push MODEL_DIR", ["push", "{}", "user/model", "--dry-run", w / "pi_p"], "folder"),
+            ("diagnose --texts", ["diagnose", self.pldr, "--texts", "{}", "--output-dir", w / "pi_d"], "file"),
+            ("collapse --texts", ["collapse", self.pldr, w / "pi_c", "--texts", "{}"], "file"),
+            ("evaluate --dataset", ["evaluate", self.pldr, "--dataset", "{}"], "file"),
+            (
+                "diagnose --tokenizer",
+                ["diagnose", self.pldr, "--texts", self.texts, "--tokenizer", "{}", "--output-dir", w / "pi_d"],
+                "folder",
+            ),  # fmt: skip
+            ("convert PTH", ["convert", "{}", w / "pi_v", n, "32"], "file"),
+            (
+                "convert --tokenizer",
+                ["convert", legacy / "tiny_v510.pth", w / "pi_v", n, "32", "--tokenizer", "{}"],
+                "file",
+            ),  # fmt: skip
+            (
+                "train --tokenizer",
+                ["train", "pldrllm", "--tiny", "--tokenizer", "{}", "--output-dir", w / "pi_t"],
+                "folder",
+            ),  # fmt: skip
+        ]
+        for name, template, kind in templates:
+            wrong = afile if kind == "folder" else folder
+            for label, path in (("missing", missing), (f"a {'file' if kind == 'folder' else 'folder'}", wrong)):
+                argv = [path if part == "{}" else part for part in template]
+                self.cli(f"{name} = {label}", argv, path.name)
+        for name in ("pi_d", "pi_c", "pi_p", "pi_v", "pi_t"):
+            if (w / name).exists():
+                self.record(f"half-made folder {name}", "cli", "data loss", f"{name} left behind by a failed run")
 
     def cli_family_flags(self) -> None:
         """The class: every evaluate flag of one family, read off the parser, given for a model of the other family;
@@ -587,7 +640,10 @@ class Probe:
     def cli_mounted_faults(self) -> None:
         """The class: every command that writes, into a read-only folder and onto a full disk (a 64 KiB tmpfs, so
         the fault is the file system's own: EROFS / ENOSPC): one line naming the path, exit 1 or 2, nothing left."""
-        for label, options, expect in (("a read-only folder", "ro", "read-only"), ("a full disk", "size=64k", "space")):
+        for label, options, expect in (
+            ("a read-only folder", "ro", "read-only"),
+            ("a full disk", "size=64k", "space"),
+        ):
             with self._mounted(f"mounted_{options.split(',')[0]}", options) as folder:
                 if folder is None:
                     print(f"not run: writing into {label} needs root (mount) here", file=sys.stderr)
@@ -755,6 +811,18 @@ class Probe:
         scalar = w / "scalar.pkl"
         scalar.write_bytes(pickle.dumps(torch.zeros(3)))
         self.api("predefined-G wrong structure", lambda: load_predefined_g(scalar), "list")
+
+
+# numeric flags whose negative values mean something (a negative length penalty favours shorter translations)
+SIGNED_FLAGS = {"--length-penalty"}
+
+
+def _refuses(convert, value: str) -> bool:
+    try:
+        convert(value)
+    except (argparse.ArgumentTypeError, ValueError, TypeError):
+        return True
+    return False
 
 
 def numeric_flags(parser, path=()) -> list:

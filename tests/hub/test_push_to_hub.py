@@ -57,12 +57,18 @@ AGF_FILES = {
     "tokenizer_config.json",
     "pipeline_agf.py",
 }
+# the base model and every head, not only the saved class (transformers' own save writes that one alone)
 PLDR_AUTO_MAP = {
     "AutoConfig": "configuration_pldrllm.PldrllmConfig",
+    "AutoModel": "modeling_pldrllm.PldrllmModel",
     "AutoModelForCausalLM": "modeling_pldrllm.PldrllmForCausalLM",
+    "AutoModelForSequenceClassification": "modeling_pldrllm.PldrllmForSequenceClassification",
+    "AutoModelForTokenClassification": "modeling_pldrllm.PldrllmForTokenClassification",
+    "AutoModelForQuestionAnswering": "modeling_pldrllm.PldrllmForQuestionAnswering",
 }
 AGF_AUTO_MAP = {
     "AutoConfig": "configuration_agf.AgfConfig",
+    "AutoModel": "modeling_agf.AgfModel",
     "AutoModelForSeq2SeqLM": "modeling_agf.AgfForConditionalGeneration",
 }
 

@@ -40,6 +40,10 @@ def test_remote_code_load_without_the_package_reproduces_the_original(published,
     assert remote_results["plldr_hf_modules"] == []
     for name in ("pldrllm", "agf"):
         assert remote_results[name]["model_class"].startswith("transformers_modules.org."), name
+    # `auto_map` names the base model too: AutoModel loads it from the uploaded files, with the head's weights
+    assert remote_results["pldrllm"]["base_model_class"].endswith("modeling_pldrllm.PldrllmModel")
+    assert remote_results["agf"]["base_model_class"].endswith("modeling_agf.AgfModel")
+    assert remote_results["pldrllm"]["base_model_same_weights"] and remote_results["agf"]["base_model_same_weights"]
     _assert_same_outputs(remote_results, published.refs)
 
 

@@ -17,6 +17,12 @@ from .position_encodings import POSITION_ENCODINGS
 
 
 AGF_INITS = ("spread", "flat")
+# every Auto class a saved folder serves with `trust_remote_code=True` (transformers writes only the saved class's)
+AUTO_MAP = {
+    "AutoConfig": "configuration_agf.AgfConfig",
+    "AutoModel": "modeling_agf.AgfModel",
+    "AutoModelForSeq2SeqLM": "modeling_agf.AgfForConditionalGeneration",
+}
 AGF_CROSS_ATTENTION = ("none", "relative", "normalized")
 PCMV_COEFFICIENTS = ("shared", "separate")
 
@@ -342,6 +348,7 @@ class AgfConfig(PreTrainedConfig):
         self.use_cache = use_cache
         self._validate_agf()
         check_dtype("AgfConfig: ", kwargs)
+        kwargs["auto_map"] = {**AUTO_MAP, **(kwargs.get("auto_map") or {})}
         if is_encoder_decoder is not True:
             raise ValueError(
                 f"AgfConfig: `is_encoder_decoder` must be true (the AGF translator is an encoder-decoder), got "

@@ -14,6 +14,16 @@ from transformers import PreTrainedConfig
 
 
 CUSTOM_G_TYPES = (None, "identity", "random", "external")
+# every Auto class a saved folder serves with `trust_remote_code=True` (transformers writes only the saved class's);
+# vLLM's Transformers backend, for one, loads the base model through `AutoModel`
+AUTO_MAP = {
+    "AutoConfig": "configuration_pldrllm.PldrllmConfig",
+    "AutoModel": "modeling_pldrllm.PldrllmModel",
+    "AutoModelForCausalLM": "modeling_pldrllm.PldrllmForCausalLM",
+    "AutoModelForSequenceClassification": "modeling_pldrllm.PldrllmForSequenceClassification",
+    "AutoModelForTokenClassification": "modeling_pldrllm.PldrllmForTokenClassification",
+    "AutoModelForQuestionAnswering": "modeling_pldrllm.PldrllmForQuestionAnswering",
+}
 DAG_LOSS_FORMS = ("log_ratio", "notears")
 
 
@@ -320,6 +330,7 @@ class PldrllmConfig(PreTrainedConfig):
         # before transformers validates the type's keys, so an unsupported type is named as such
         rope_type_of("PldrllmConfig: ", kwargs.get("rope_parameters"))
         check_dtype("PldrllmConfig: ", kwargs)
+        kwargs["auto_map"] = {**AUTO_MAP, **(kwargs.get("auto_map") or {})}
         # before transformers' own validators, which compare token ids with a `vocab_size` of any type
         self._check_values()
         super().__init__(tie_word_embeddings=tie_word_embeddings, **kwargs)

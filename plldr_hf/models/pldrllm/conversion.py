@@ -208,7 +208,8 @@ def config_from_state_dict(
 
 def _read_pth(path: Path) -> dict:
     if not path.is_file():
-        raise FileNotFoundError(f"checkpoint not found: {path}")
+        found = "is a folder, not a .pth file" if path.is_dir() else "not found"
+        raise FileNotFoundError(f"checkpoint {path} {found}")
     try:
         checkpoint = torch.load(path, weights_only=True, map_location="cpu")
     except pickle.UnpicklingError as err:
@@ -310,7 +311,8 @@ def convert_pth(
 
         tokenizer = Path(tokenizer)
         if not tokenizer.is_file():
-            raise FileNotFoundError(f"tokenizer model not found: {tokenizer}")
+            found = "is a folder, not a SentencePiece .model file" if tokenizer.is_dir() else "not found"
+            raise FileNotFoundError(f"tokenizer model {tokenizer} {found}")
         tok = PldrllmTokenizer(vocab_file=str(tokenizer), model_max_length=max_position_embeddings)
         if len(tok) > config.vocab_size:
             raise ValueError(

@@ -162,12 +162,13 @@ class FusedResidualUnits(torch.autograd.Function):
 
 def is_plain(units) -> bool:
     """Whether the units are the stock modules with nothing wrapped around them (no PEFT layer, forward hook or
-    replaced forward, e.g. accelerate's offloading), so the fused path computes exactly what calling them would."""
+    replaced forward, e.g. accelerate's offloading) and hold plain floating-point tensors (not a quantizer's tensor
+    subclass, which only `nn.Linear.forward` dispatches), so the fused path computes exactly what calling them would."""
     stock = (nn.ModuleList, PldrllmResidualUnit, PldrllmGLU, nn.Linear, nn.LayerNorm)
     return all(
         type(m) in stock and not (m._forward_hooks or m._forward_pre_hooks or "forward" in m.__dict__)
         for m in units.modules()
-    )
+    ) and all(type(p) in (torch.Tensor, nn.Parameter) and p.is_floating_point() for p in units.parameters())
 
 
 def fused_params(units) -> list[torch.Tensor | None]:

@@ -73,7 +73,7 @@ def _save_pth(path, state):
 @pytest.mark.parametrize(
     "case, message",
     [
-        ("missing_file", "checkpoint not found"),
+        ("missing_file", "model.pth not found"),
         ("truncated", "not a readable PyTorch checkpoint"),
         ("missing_key", "missing ['decoder.dec_layers.1.ffn.gluw3.bias']"),
         ("not_pldr", "not a PLDR-LLM state dict"),

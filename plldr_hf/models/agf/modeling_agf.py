@@ -213,12 +213,22 @@ def eager_attention_forward(
     value_weight = None
     if attention_terms is not None:
         num_heads = query.shape[1]
-        head, distances, index = attention_terms.distance_table(num_heads)
+        if torch.compiler.is_compiling():
+            # torch.export / torch.compile: the table's length (δ_max − δ_min + 1) depends on the data, so the terms
+            # run on every score instead (the same elementwise formula on the same δ values: the same numbers)
+            head, delta = attention_terms.grid(num_heads)
 
-        def per_score(term: Callable, exp: bool = False) -> torch.Tensor:
-            # the term on every (head, distance) pair once, exp'd there if asked, then gathered per score
-            table = term(head, distances).float().expand(num_heads, distances.shape[-1])
-            return gather_distance_table(torch.exp(table) if exp else table, index)
+            def per_score(term: Callable, exp: bool = False) -> torch.Tensor:
+                values = term(head, delta).float().expand(delta.shape[0], num_heads, *delta.shape[2:])
+                return torch.exp(values) if exp else values
+
+        else:
+            head, distances, index = attention_terms.distance_table(num_heads)
+
+            def per_score(term: Callable, exp: bool = False) -> torch.Tensor:
+                # the term on every (head, distance) pair once, exp'd there if asked, then gathered per score
+                table = term(head, distances).float().expand(num_heads, distances.shape[-1])
+                return gather_distance_table(torch.exp(table) if exp else table, index)
 
         coefficient = None
         if attention_terms.log_coefficient is not None:

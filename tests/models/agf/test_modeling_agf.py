@@ -1069,3 +1069,39 @@ def test_each_named_agf_variant_builds_and_decodes_with_its_cache(name):
         assert getattr(model.config, field) == value
     input_ids, attention_mask = left_padded_source()
     assert_generate_cache_equals_no_cache(model, {"input_ids": input_ids, "attention_mask": attention_mask})
+
+
+class _LogitsOnly(torch.nn.Module):
+    """The model's forward as torch.export traces it: tensors in, logits out, no cache."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, input_ids, attention_mask, decoder_input_ids):
+        out = self.model(
+            input_ids=input_ids, attention_mask=attention_mask, decoder_input_ids=decoder_input_ids, use_cache=False
+        )
+        return out.logits
+
+
+@pytest.mark.parametrize("variant", ["agf", "agf+pcmv", "sinusoidal", "rope", "alibi", "kerple_power", "t5", "none"])
+def test_torch_export_with_dynamic_batch_and_lengths_matches_eager(variant):
+    # the eager path's distance table has a data-dependent length; under export the terms run on every score
+    from torch.export import Dim, export
+
+    torch.manual_seed(0)
+    model = tiny_agf(**POSITION_VARIANTS[variant][1]).eval()
+    ids, dec = torch.randint(3, 99, (2, 6)), torch.randint(3, 99, (2, 5))
+    mask = torch.ones_like(ids)
+    mask[1, 4:] = 0
+    batch, source, target = Dim("batch", min=1, max=64), Dim("source", min=2, max=512), Dim("target", min=2, max=512)
+    shapes = ({0: batch, 1: source}, {0: batch, 1: source}, {0: batch, 1: target})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        exported = export(_LogitsOnly(model), (ids, mask, dec), dynamic_shapes=shapes)
+    ids, dec = torch.randint(3, 99, (3, 9)), torch.randint(3, 99, (3, 4))  # other batch and lengths
+    mask = torch.ones_like(ids)
+    mask[0, 6:] = 0
+    with torch.no_grad():
+        assert torch.equal(exported.module()(ids, mask, dec), _LogitsOnly(model)(ids, mask, dec))

@@ -891,6 +891,12 @@ class AgfDecoder(_AgfStack):
             key_positions = torch.cat([key_positions[:, :past_length], query_positions], dim=-1)
         else:
             query_positions = key_positions[:, past_length:]
+        # a static cache hands every layer keys for all of its slots: the unused (masked) ones get positions too
+        layers = getattr(self_cache, "layers", None) or [None]
+        slots = getattr(layers[0], "max_cache_len", None)
+        if slots is not None and slots > key_positions.shape[1]:
+            unused = torch.arange(1, slots - key_positions.shape[1] + 1, device=device)
+            key_positions = torch.cat([key_positions, key_positions[:, -1:] + unused], dim=-1)
         encoder_positions = None
         if encoder_hidden_states is not None:
             encoder_positions = positions_from_mask(

@@ -1105,3 +1105,19 @@ def test_torch_export_with_dynamic_batch_and_lengths_matches_eager(variant):
     mask[0, 6:] = 0
     with torch.no_grad():
         assert torch.equal(exported.module()(ids, mask, dec), _LogitsOnly(model)(ids, mask, dec))
+
+
+@pytest.mark.parametrize("variant", sorted(POSITION_VARIANTS))
+def test_the_static_cache_generates_as_the_dynamic_one(variant):
+    # a static cache returns keys for all of its slots: the unused, masked ones need positions too
+    torch.manual_seed(0)
+    model = tiny_agf(**POSITION_VARIANTS[variant][1]).eval()
+    ids = torch.randint(3, 99, (2, 6))
+    mask = torch.ones_like(ids)
+    mask[1, 4:] = 0
+    kwargs = dict(max_new_tokens=5, do_sample=False, output_scores=True, return_dict_in_generate=True)
+    dynamic = model.generate(input_ids=ids, attention_mask=mask, **kwargs)
+    static = model.generate(input_ids=ids, attention_mask=mask, cache_implementation="static", **kwargs)
+    assert torch.equal(dynamic.sequences, static.sequences)
+    for a, b in zip(dynamic.scores, static.scores):
+        assert_close("scores", a, b, atol=1e-6, rtol=0)

@@ -76,13 +76,15 @@ def call_layout(
         position_ids = position_ids[None]
 
     segment_ids, num_segments = None, 1
-    # packing is read off the positions before anything else: a packed row has no padding, so its pad ids are text
-    if tracked and attention_mask is None and position_ids is not None and past_len == 0 and seq_len > 1:
-        if not compiling:
+    # packing is read off the positions before anything else: a packed row has no padding, so its pad ids are text.
+    # `not compiling` comes first: under torch.export a StaticCache's `past_len` is a tensor, and comparing it would
+    # be a data-dependent branch
+    if not compiling and tracked and attention_mask is None and position_ids is not None and past_len == 0:
+        if seq_len > 1:
             segments, count = packed_segment_ids(position_ids)
             if count > 1:
                 segment_ids, num_segments = segments.expand(batch, -1), count
-    elif attention_mask is None and position_ids is None and input_ids is not None and past_len == 0 and not compiling:
+    elif not compiling and attention_mask is None and position_ids is None and input_ids is not None and past_len == 0:
         if tracked and pad_is_own_token(config):
             attention_mask = pad_id_mask(config, input_ids)
         elif warn_unmasked is not None:

@@ -604,3 +604,37 @@ def test_the_fused_metric_learner_is_only_used_on_plain_float_tensors():
     assert type(linear.weight) is CodedWeight and not is_plain(units)
     linear.weight = nn.Parameter(plain.detach().to(torch.int8), requires_grad=False)
     assert not is_plain(units)
+
+
+def test_the_executorch_wrapper_exports_a_collapsed_model_that_decodes_like_generate():
+    # transformers' ExecuTorch wrapper: a StaticCache whose length is a tensor under torch.export; the call's layout
+    # must not branch on it. The exported program then decodes token by token as generate() does.
+    import warnings
+
+    from transformers import GenerationConfig
+    from transformers.integrations.executorch import TorchExportableModuleForDecoderOnlyLM
+
+    torch.manual_seed(0)
+    model = tiny_model("sdpa").eval()
+    model.collapse(force=True)
+    model.generation_config = GenerationConfig(
+        use_cache=True,
+        cache_implementation="static",
+        max_length=32,
+        cache_config={"batch_size": 1, "max_cache_len": 32},
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        exported = TorchExportableModuleForDecoderOnlyLM(model).export(
+            input_ids=torch.tensor([[4]]), cache_position=torch.tensor([0])
+        )
+    program = exported.module()
+    prompt = [5, 6, 7, 8]
+    expected = model.generate(torch.tensor([prompt]), max_new_tokens=6, do_sample=False)[0].tolist()
+    tokens = list(prompt)
+    with torch.no_grad():
+        for position in range(len(prompt) + 5):
+            logits = program(input_ids=torch.tensor([[tokens[position]]]), cache_position=torch.tensor([position]))
+            if position >= len(prompt) - 1:
+                tokens.append(int(logits[0, -1].argmax()))
+    assert tokens == expected

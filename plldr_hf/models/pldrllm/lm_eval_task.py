@@ -10,6 +10,13 @@ lines. Run it with
 
 or in Python with `lm_eval.simple_evaluate(model=HFLM(pretrained=model, tokenizer=tokenizer), tasks=[...],
 task_manager=TaskManager(include_path=FOLDER))` after `import plldr_hf`. No network access is needed.
+
+`write_papers_suite(folder)` writes the task group `pldrllm_zeroshot`: the eight zero-shot benchmarks the PLDR-LLM
+papers report (arXiv 2410.16703, 2502.13502), as lm-eval's own task definitions (their prompts, metrics and data
+from the Hub, so running it needs the network or a datasets cache):
+
+    lm_eval --model hf --model_args pretrained=MODEL_DIR,trust_remote_code=True --include_path FOLDER \
+        --tasks pldrllm_zeroshot --num_fewshot 0 --batch_size 8
 """
 
 from __future__ import annotations
@@ -21,8 +28,30 @@ from pathlib import Path
 
 
 TASK_NAME = "plldr_continuation"
+SUITE_NAME = "pldrllm_zeroshot"
+# lm-eval's task names of ARC-easy, ARC-challenge, HellaSwag, WinoGrande, TruthfulQA (mc2), OpenBookQA, PIQA and
+# SocialIQA; each reports lm-eval's own metrics (acc and, where defined, acc_norm; mc2's acc for TruthfulQA)
+PAPERS_TASKS = (
+    "arc_easy",
+    "arc_challenge",
+    "hellaswag",
+    "winogrande",
+    "truthfulqa_mc2",
+    "openbookqa",
+    "piqa",
+    "social_iqa",
+)
 
-__all__ = ["TASK_NAME", "write_continuation_task"]
+__all__ = ["PAPERS_TASKS", "SUITE_NAME", "TASK_NAME", "write_continuation_task", "write_papers_suite"]
+
+
+def write_papers_suite(folder: str | os.PathLike) -> str:
+    """Write `pldrllm_zeroshot.yaml` into `folder`: the group of `PAPERS_TASKS`, zero-shot. Returns the group name."""
+    tasks = "".join(f"  - task: {name}\n    num_fewshot: 0\n" for name in PAPERS_TASKS)
+    Path(folder, f"{SUITE_NAME}.yaml").write_text(
+        f"group: {SUITE_NAME}\ntask:\n{tasks}metadata:\n  version: 1.0\n", encoding="utf-8"
+    )
+    return SUITE_NAME
 
 
 # lm-eval calls this module's `load` (`custom_dataset`), found next to the YAML: the data path is relative to the task

@@ -134,3 +134,25 @@ def test_the_task_folder_names_no_absolute_path_and_choices_follow_one_space(tas
             assert not context.endswith(" ") and continuation.startswith(" ") and not continuation.startswith("  ")
             line = sample["doc"]["question"] + continuation
             assert "  " not in line
+
+
+def test_the_papers_suite_is_a_group_lm_eval_resolves_offline(tmp_path, capsys):
+    # lm-eval's TaskManager indexes the written folder next to its own tasks: the group and each of its eight tasks
+    # are found (their data comes from the Hub when run; indexing needs none)
+    import yaml
+    from lm_eval.tasks import TaskManager
+
+    from plldr_hf.cli import main
+    from plldr_hf.models.pldrllm.lm_eval_task import PAPERS_TASKS, SUITE_NAME
+
+    out = tmp_path / "suite"
+    assert main(["lm-eval-task", str(out), "--suite", "papers"]) == 0
+    assert f"wrote task group {SUITE_NAME}" in capsys.readouterr().out
+    manager = TaskManager(include_path=str(out))
+    assert SUITE_NAME in manager.all_groups
+    assert set(PAPERS_TASKS) <= set(manager.all_tasks)
+    group = yaml.safe_load((out / f"{SUITE_NAME}.yaml").read_text())
+    assert [entry["task"] for entry in group["task"]] == list(PAPERS_TASKS)
+    assert {entry["num_fewshot"] for entry in group["task"]} == {0}
+    assert len(PAPERS_TASKS) == 8
+    assert main(["lm-eval-task", str(tmp_path / "x"), "--suite", "papers", "--dataset", "a.txt"]) == 2

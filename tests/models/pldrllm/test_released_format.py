@@ -12,7 +12,7 @@ from safetensors.torch import load_file
 from transformers import AutoConfig, AutoModel, AutoModelForCausalLM
 
 import plldr_hf
-from tests.utils import assert_close
+from tests.utils import REPO_ROOT, assert_close
 
 
 @pytest.fixture(scope="module")
@@ -200,3 +200,18 @@ def test_fixed_g_variant_has_released_buffers():
     assert tuple(state["decoder.past_G_values_status"].shape) == (5,)
     assert not any("reslayerAs" in k or "plgatt_layer" in k or "mha1.layernorm1" in k for k in state)
     assert sum(p.numel() for p in model.parameters()) == 105_606_482
+
+
+def test_the_110m_training_preset_is_the_released_config_field_for_field():
+    # what `plldr-hf train pldrllm --size 110m` builds (with the released 32,000-piece tokenizer): every field of the
+    # released config.json is equal; only what save_pretrained stamps differs (its class list, dtype and version),
+    # and auto_map holds the released entries plus the base model and the other heads
+    from plldr_hf.training.recipes import pldrllm_config
+
+    released = json.loads((REPO_ROOT / "tests" / "fixtures" / "pldrllm_released" / "config.json").read_text())
+    ours = pldrllm_config("110m", 32000).to_dict()
+    stamped = {"architectures", "dtype", "transformers_version", "auto_map"}
+    assert {key: ours.get(key) for key in released if key not in stamped} == {
+        key: value for key, value in released.items() if key not in stamped
+    }
+    assert ours["auto_map"].items() >= released["auto_map"].items()

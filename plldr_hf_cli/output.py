@@ -143,9 +143,10 @@ def _take_lock(folder: Path, command: str) -> Path:
     raise OutputRefused(f"could not lock {folder}; remove {lock} and retry")
 
 
-def _fault(command: str, path: Path, error: OSError) -> int:
+def _fault(command: str, path: Path, error: BaseException) -> int:
     """A file system fault (read-only, disk full, file too large) as one line naming the path; exit status 1."""
-    print(f"plldr-hf {command}: error: could not write {path}: {error.strerror or error}", file=sys.stderr)
+    message = file_system_fault(error, path) or f"could not write {path}: {getattr(error, 'strerror', None) or error}"
+    print(f"plldr-hf {command}: error: {message}", file=sys.stderr)
     return 1
 
 
@@ -173,10 +174,8 @@ def file_system_fault(error: BaseException, path=None) -> str | None:
 def _failed(command: str, error: Exception, path) -> int:
     """The exit status and one line for an error raised while writing: 1 for a file system fault, 2 for a user
     error (bad values, missing or unreadable inputs)."""
-    fault = file_system_fault(error, path)
-    if fault:
-        print(f"plldr-hf {command}: error: {fault}", file=sys.stderr)
-        return 1
+    if file_system_fault(error, path) is not None:
+        return _fault(command, path, error)
     return fail(command, _message(error))
 
 

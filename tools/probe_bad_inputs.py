@@ -397,13 +397,11 @@ class Probe:
         parser = build_parser()
         evaluate = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices["evaluate"]
         owners = evaluate.get_default("family_flags")
-        values = {"store_true": [], "store": ["4"]}
         for dest, (model_types, flag) in owners.items():
             action = next(a for a in evaluate._actions if a.dest == dest)
             value = [] if action.nargs == 0 else ["4"] if action.type is not None else ["x"]
             model = self.agf if "pldrllm" in model_types else self.pldr
             self.cli(f"evaluate {flag} on the other family", ["evaluate", model, flag, *value], "applies to")
-        del values
         self.cli(
             "diagnose --tokenizer of an AGF model",
             ["diagnose", self.pldr, "--texts", self.texts, "--tokenizer", self.agf, "--output-dir", self.work / "d3"],
@@ -417,7 +415,6 @@ class Probe:
 
     def _variant(self, source: Path, name: str, tensors=None, config=None) -> Path:
         """A copy of a model folder with its tensors (a dict → dict function) or config (a dict update) changed."""
-        import torch  # noqa: F401
         from safetensors.torch import load_file, save_file
 
         folder = self.copy(source, name)

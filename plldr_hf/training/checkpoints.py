@@ -83,8 +83,7 @@ def _check_checkpoint_model(folder: Path, model_type: str, names: set[str]) -> N
     with torch.device("meta"):
         model = getattr(transformers, FAMILIES[model_type].auto_class).from_config(config)
     expected = set(model.state_dict())
-    tied = {name for name in expected if name not in names and any(name.endswith(t) for t in _tied_names(model))}
-    missing, unexpected = sorted(expected - names - tied), sorted(names - expected)
+    missing, unexpected = sorted(expected - names - _tied_names(model)), sorted(names - expected)
     if missing or unexpected:
         shown = (missing + unexpected)[:3]
         raise ValueError(
@@ -94,9 +93,8 @@ def _check_checkpoint_model(folder: Path, model_type: str, names: set[str]) -> N
 
 
 def _tied_names(model) -> set[str]:
-    # tensors that save_pretrained leaves out because they share another's storage (tied embeddings)
-    keys = getattr(model, "all_tied_weights_keys", None) or getattr(model, "_tied_weights_keys", None) or {}
-    return set(keys)
+    # full names of the tensors save_pretrained leaves out because they share another's storage (tied embeddings)
+    return set(getattr(model, "all_tied_weights_keys", None) or {})
 
 
 def _check_torch_archive(path: Path) -> None:

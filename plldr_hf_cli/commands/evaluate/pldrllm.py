@@ -53,27 +53,27 @@ def documents_to_score(args: argparse.Namespace) -> dict:
 
     from datasets import Dataset
 
-    from plldr_hf.training.corpus import load_text_corpus, read_data_files
+    from plldr_hf.training.corpus import TEXT_FORMATS, file_format, load_text_corpus, read_data_files
 
     run = _training_run(args.model_dir)
     trained_on = list(run.get("dataset") or [])
     dataset = list(args.dataset or trained_on)
-    if dataset and dataset != ["shakespeare"] and not (trained_on and _same_files(dataset, trained_on)):
+    local = bool(dataset) and dataset != ["shakespeare"]
+    if local and not (trained_on and _same_files(dataset, trained_on)):
         missing = [p for p in dataset if not Path(p).expanduser().is_file()]
         if missing:
             raise UsageError(f"--dataset: {', '.join(missing)} is not a file; give local text files to score")
-        kinds = {p: "text" if ".txt" in Path(p).suffixes or ".md" in Path(p).suffixes else None for p in dataset}
-        if None in kinds.values():
-            raise UsageError(f"--dataset: score plain text files (.txt, .md, optionally .gz), got {dataset}")
         try:
+            for path in dataset:
+                file_format(Path(path), TEXT_FORMATS)  # plain text only, optionally compressed
             texts = read_data_files("text", dataset, None, sample_by="paragraph")["text"]
-        except ValueError as error:  # empty, not UTF-8, a damaged .gz: names the file
+        except ValueError as error:  # another file type, empty, not UTF-8, a damaged .gz: names the file
             raise UsageError(f"--dataset: {error}") from error
         documents = [text.strip() for text in texts if text.strip()]
         if not documents:
             raise UsageError(f"--dataset: no text in {', '.join(dataset)} (empty or blank lines only)")
         return {"files": (f"all of {', '.join(dataset)}", Dataset.from_dict({"text": documents}))}
-    if dataset and dataset != ["shakespeare"] and any(not Path(p).expanduser().exists() for p in dataset):
+    if local and any(not Path(p).expanduser().exists() for p in dataset):
         raise UsageError(
             f"the model was trained on {', '.join(dataset)}, which is not found from here; pass --dataset with its path"
         )
@@ -84,7 +84,7 @@ def documents_to_score(args: argparse.Namespace) -> dict:
         max_train_documents=run.get("max_train_documents"),
         seed=run.get("seed", 0),
     )
-    origin = ", ".join(dataset) if dataset and dataset != ["shakespeare"] else "the embedded Shakespeare corpus"
+    origin = ", ".join(dataset) if local else "the embedded Shakespeare corpus"
     splits = {}
     for split in args.split:
         name = "validation" if split == "test" else split

@@ -7,7 +7,7 @@ generator A becomes numerically rank one, and a smaller order parameter goes wit
 sweep looks for that regime in models a CPU can train in minutes.
 
 Each cell of the grid (size, learning rate, warm-up, seed) trains one model on the embedded Shakespeare corpus with
-`train_causal_lm` (the tokenizer of the size is trained once and shared by every cell of that size) and records:
+`plldr_hf.training.run.train` (the tokenizer of the size is trained once and shared by every cell of that size) and records:
 
 | record key | what |
 |---|---|
@@ -114,8 +114,8 @@ def run_cell(cell: Cell, tokenizer_dir: str, threads: int) -> dict:
 
     from plldr_hf.models.pldrllm.diagnostics import diagnose
     from plldr_hf.timing import scoring_speeds
-    from plldr_hf.training.causal_lm import train_causal_lm
     from plldr_hf.training.options import TrainOptions
+    from plldr_hf.training.run import train
 
     torch.set_num_threads(threads)
     trajectory = []
@@ -155,10 +155,10 @@ def run_cell(cell: Cell, tokenizer_dir: str, threads: int) -> dict:
             report_to=["none"],
             no_progress=True,
         )
-        report = train_causal_lm(options, extra_callbacks=[Trajectory()])
+        report = train(options, callbacks=[Trajectory()])
         train_seconds = time.perf_counter() - start
         model = AutoModelForCausalLM.from_pretrained(tmp).eval()
-    loss = report["eval_metrics"].get("eval_loss")
+    loss = report.eval_metrics.get("eval_loss")
     # the trajectory's last point measured the final weights already unless the run ended between evaluations
     final_step, final, diverged = latest[0] if latest[0] is not None else (None, None, None)
     if final_step != cell.steps:
@@ -170,7 +170,7 @@ def run_cell(cell: Cell, tokenizer_dir: str, threads: int) -> dict:
         "threads": threads,
         "train_seconds": train_seconds,
         "validation_loss": loss if loss is not None and math.isfinite(loss) else None,
-        "validation_perplexity": report["validation_perplexity"] if finite else None,
+        "validation_perplexity": report.scores["validation"]["perplexity"] if finite else None,
         "order_parameter": _order(final) if final is not None else _NO_ORDER,
         "rank_one": {
             "sigma_ratio": final.sigma_ratio if final is not None else [],

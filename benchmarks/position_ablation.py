@@ -290,7 +290,7 @@ def run_one(
     from plldr_hf import AgfForConditionalGeneration
     from plldr_hf.training.callbacks import StepTimerCallback
     from plldr_hf.training.recipes import build_agf_config, translation_training_arguments
-    from plldr_hf.training.seq2seq import TranslationTrainer
+    from plldr_hf.training.translation_trainer import TranslationTrainer
 
     torch.set_num_threads(budget.threads)
     tokenizer, raw, tokenized = prepare_data(budget, cache_dir)

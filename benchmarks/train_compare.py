@@ -1,7 +1,7 @@
 """PLDR-LLM vs a Llama of the same width and depth: same corpus, tokenizer, steps and recipe, in one process.
 
-Both models are trained by `plldr_hf.training.causal_lm.train_causal_lm` on the embedded Shakespeare corpus with
-one SentencePiece tokenizer and one set of packed blocks, one after the other, so the wall time per step of the
+Both models are trained by `plldr_hf.training.run.train` on the embedded Shakespeare corpus with
+one SentencePiece tokenizer (so one set of packed blocks), one after the other, so the wall time per step of the
 two comes from the same run on the same machine. Reported: parameters, validation perplexity (exp of the
 validation cross-entropy over every validation block), the median wall time per optimizer step (forward, backward,
 optimizer; evaluation excluded; first 2 steps skipped) and their ratio, and PLDR-LLM's SOC order parameter
@@ -14,6 +14,7 @@ Results: `<output-dir>/train_compare.json` and a Markdown table on stdout (paste
 """
 
 import argparse
+import dataclasses
 import json
 import logging
 import os
@@ -29,14 +30,15 @@ def _fmt(value, spec=".3g"):
 
 def markdown_table(results: dict) -> str:
     pldr, llama = results["pldrllm"], results["llama"]
-    tp, tl = pldr["timing"]["median_s_per_step"], llama["timing"]["median_s_per_step"]
-    before = (pldr.get("order_parameter_before") or {}).get("across_inputs_max_over_layers") or {}
-    after = (pldr.get("order_parameter_after") or {}).get("across_inputs_max_over_layers") or {}
+    tp, tl = pldr["step_timing"]["median_s_per_step"], llama["step_timing"]["median_s_per_step"]
+    before = (pldr["diagnostics"].get("order_parameter_before") or {}).get("across_inputs_max_over_layers") or {}
+    after = (pldr["diagnostics"].get("order_parameter_after") or {}).get("across_inputs_max_over_layers") or {}
+    ppl = {name: run["scores"]["validation"]["perplexity"] for name, run in (("pldrllm", pldr), ("llama", llama))}
     rows = [
         "| | PLDR-LLM (small) | Llama (same width/depth) |",
         "|---|---|---|",
         f"| parameters | {pldr['parameters']:,} | {llama['parameters']:,} |",
-        f"| validation perplexity | {pldr['validation_perplexity']:.2f} | {llama['validation_perplexity']:.2f} |",
+        f"| validation perplexity | {ppl['pldrllm']:.2f} | {ppl['llama']:.2f} |",
         f"| validation cross-entropy (nats/token) | {pldr['eval_metrics'].get('eval_lm_loss', pldr['eval_metrics']['eval_loss']):.4f} "
         f"| {llama['eval_metrics']['eval_loss']:.4f} |",
         f"| median s / optimizer step | {_fmt(tp, '.3f')} | {_fmt(tl, '.3f')} |",
@@ -76,8 +78,9 @@ def main(argv=None) -> int:
     import torch
     import transformers
 
-    from plldr_hf.training.causal_lm import prepare_tokenizer_and_data, train_causal_lm
+    from plldr_hf.training.causal_lm import prepare_tokenizer_and_data
     from plldr_hf.training.options import TrainOptions, parse_dag_weights
+    from plldr_hf.training.run import train
 
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     if args.threads:
@@ -103,8 +106,7 @@ def main(argv=None) -> int:
     ).resolved()
 
     start = time.perf_counter()
-    data = prepare_tokenizer_and_data(base)
-    tokenizer, train_blocks, eval_blocks = data
+    tokenizer, train_blocks, eval_blocks = prepare_tokenizer_and_data(base)
     print(
         f"data ready in {time.perf_counter() - start:.0f} s: {len(tokenizer)} pieces, {len(train_blocks)} train "
         f"and {len(eval_blocks)} validation blocks of {base.block_size} tokens"
@@ -112,10 +114,10 @@ def main(argv=None) -> int:
 
     results = {}
     for architecture in ("pldrllm", "llama"):
-        options = TrainOptions(**{**vars(base), "architecture": architecture, "output_dir": str(out / architecture)})
+        options = dataclasses.replace(base, architecture=architecture, output_dir=str(out / architecture))
         if architecture == "llama":
             options.dag_weights = (0.0, 0.0, 0.0)
-        results[architecture] = train_causal_lm(options, data=data)
+        results[architecture] = train(options, tokenizer=tokenizer).to_dict()
     warmup = base.warmup_steps if base.warmup_steps is not None else min(2000, max(1, steps // 10))
     results["setup"] = {
         "steps": steps,
@@ -137,7 +139,7 @@ def main(argv=None) -> int:
     print()
     print(markdown_table(results))
     if args.quick:
-        per_step = sum(results[a]["timing"]["median_s_per_step"] or 0 for a in ("pldrllm", "llama"))
+        per_step = sum(results[a]["step_timing"]["median_s_per_step"] or 0 for a in ("pldrllm", "llama"))
         print(
             f"\nestimate for --steps {args.steps}: about {per_step * args.steps / 60:.0f} min of training for both "
             f"models together (plus evaluation and data preparation)"

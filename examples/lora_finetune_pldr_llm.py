@@ -81,11 +81,12 @@ def main(argv=None) -> int:
 
     import plldr_hf  # noqa: F401  (registers model_type "pldrllm" with the Auto classes)
     from plldr_hf.evaluation import perplexity_from_metrics
-    from plldr_hf.training.causal_lm import order_parameters, train_causal_lm
+    from plldr_hf.training.causal_lm import order_parameters
     from plldr_hf.training.corpus import load_text_corpus
     from plldr_hf.training.options import TrainOptions, parse_dag_weights
     from plldr_hf.training.preprocessing import pack_into_blocks
     from plldr_hf.training.recipes import reference_training_arguments
+    from plldr_hf.training.run import train
     from plldr_hf.training.trainer import DagSchedule, PldrTrainer
 
     out = Path(args.output_dir)
@@ -94,7 +95,7 @@ def main(argv=None) -> int:
     if args.tiny:
         model_dir = model_dir or str(out / "base")
         if args.model is None:
-            train_causal_lm(
+            train(
                 TrainOptions(
                     size="tiny",
                     output_dir=model_dir,

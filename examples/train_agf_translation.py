@@ -1,6 +1,6 @@
 """Train and evaluate an AGF translation model through the Python API (what `plldr-hf train agf` does).
 
-Steps: the run's options (`TranslationOptions`, a preset plus changes) → `train_translation` (data, joint tokenizer, `Seq2SeqTrainer` run, test scores)
+Steps: the run's options (`TranslationOptions`, a preset plus changes) → `train` (data, joint tokenizer, `Seq2SeqTrainer` run, test scores)
 → reload the saved folder with the plain transformers Auto classes → translate and rescore with
 `evaluate_translation`. Default data: the LibreOffice help pairs embedded in the package (offline); `--dataset
 wmt17` downloads WMT17 en-de from the Hub, and local .json / .jsonl / .parquet files work too.
@@ -34,7 +34,8 @@ def main(argv=None) -> int:
 
     import plldr_hf  # noqa: F401  (registers model_type "agf" with the Auto classes)
     from plldr_hf.training.options import TranslationOptions
-    from plldr_hf.training.seq2seq import evaluate_translation, format_scores, train_translation
+    from plldr_hf.training.run import train
+    from plldr_hf.training.seq2seq import evaluate_translation, format_scores
 
     output_dir = args.output_dir or f"runs/example-agf-{args.position}{'-pcmv' if args.pcmv else ''}"
     # 1. every setting of the run: a preset (the CPU smoke run, or a named size) with what this script changes;
@@ -49,7 +50,7 @@ def main(argv=None) -> int:
         options = TranslationOptions.from_name(args.size, max_eval_samples=500, **steps, **settings)
 
     # 2. data + tokenizer + Seq2SeqTrainer + test-set scores (in-domain "test" and out-of-domain "gnome")
-    run = train_translation(options)
+    run = train(options)
     for split, scores in run.scores.items():
         print(format_scores(scores, title=f"{split}: {scores['segments']} segments"))
 

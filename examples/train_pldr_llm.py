@@ -1,5 +1,5 @@
 """Train a PLDR-LLM from scratch with the Hugging Face Trainer through the Python API (`TrainOptions`,
-`train_causal_lm`; `plldr-hf train pldrllm` has a flag for every option).
+`plldr_hf.training.run.train`; `plldr-hf train pldrllm` has a flag for every option).
 
 Default data: the Shakespeare corpus embedded in the package; `--dataset` takes local text / JSON / Parquet / CSV
 files or a Hugging Face dataset name. The run trains a SentencePiece unigram tokenizer (byte fallback, the
@@ -39,8 +39,8 @@ def main(argv=None) -> int:
     parser.add_argument("--resume", action="store_true", help="continue from the last checkpoint in --output-dir")
     args = parser.parse_args(argv)
 
-    from plldr_hf.training.causal_lm import train_causal_lm
     from plldr_hf.training.options import TrainOptions, parse_dag_weights
+    from plldr_hf.training.run import train
 
     # every setting of the run: a preset (size, recipe defaults) with what was given on the command line
     given = {k: v for k, v in vars(args).items() if v not in (None, False) and k not in ("tiny", "size")}
@@ -49,9 +49,9 @@ def main(argv=None) -> int:
     if given.pop("resume", False):
         given["resume"] = "last"
     options = TrainOptions.from_name("tiny" if args.tiny else args.size, **given)
-    report = train_causal_lm(options)
-    if report:
-        print(f"validation perplexity {report['validation_perplexity']:.3g}; report in {options.output_dir}")
+    report = train(options)
+    if report.main_process:
+        print(f"validation perplexity {report.scores['validation']['perplexity']:.3g}; report in {report.path}")
     return 0
 
 

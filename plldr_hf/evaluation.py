@@ -146,9 +146,10 @@ def token_accuracy(predictions, labels, ignore_index: int = -100) -> float:
     return correct / total
 
 
-def perplexity(model, blocks, batch_size: int = 8) -> dict:
-    """Token-weighted cross-entropy and perplexity of a causal LM over a dataset of equal-length `input_ids` blocks
-    (`pack_into_blocks`): every token after the first of a block is predicted from the ones before it."""
+def perplexity(model, tokenizer, data, *, batch_size: int = 8) -> dict:
+    """Token-weighted cross-entropy and perplexity of a causal LM over `data`, a dataset of equal-length `input_ids`
+    blocks (`pack_into_blocks` with `tokenizer`): every token after the first of a block is predicted from the ones
+    before it. The PLDR-LLM family's evaluation entry point (the same arguments as every family's)."""
     import torch
     import torch.nn.functional as F
     from tqdm.auto import tqdm
@@ -156,8 +157,8 @@ def perplexity(model, blocks, batch_size: int = 8) -> dict:
     model.eval()
     device = next(model.parameters()).device
     total_loss, total_tokens = 0.0, 0
-    for start in tqdm(range(0, len(blocks), batch_size), desc="perplexity"):
-        ids = torch.tensor(blocks[start : start + batch_size]["input_ids"], device=device)
+    for start in tqdm(range(0, len(data), batch_size), desc="perplexity"):
+        ids = torch.tensor(data[start : start + batch_size]["input_ids"], device=device)
         with torch.no_grad():
             logits = model(ids, use_cache=False).logits[:, :-1].float()
         loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), ids[:, 1:].reshape(-1), reduction="sum")
@@ -166,7 +167,7 @@ def perplexity(model, blocks, batch_size: int = 8) -> dict:
     if total_tokens == 0:
         raise ValueError("no tokens to score: the data packed into zero blocks (use a smaller --block-size)")
     mean = total_loss / total_tokens
-    return {"cross_entropy": mean, "perplexity": _exp(mean), "tokens": total_tokens, "blocks": len(blocks)}
+    return {"cross_entropy": mean, "perplexity": _exp(mean), "tokens": total_tokens, "blocks": len(data)}
 
 
 def _exp(loss: float) -> float:

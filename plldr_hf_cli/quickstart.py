@@ -160,8 +160,8 @@ def run_pldrllm(plan: QuickstartPlan, out: Path, deadline: Deadline) -> dict:
 
     from plldr_hf.models.pldrllm.diagnostics import diagnose
     from plldr_hf.models.pldrllm.plots import save_diagnostics
-    from plldr_hf.training.causal_lm import train_causal_lm
     from plldr_hf.training.options import TrainOptions
+    from plldr_hf.training.run import train
 
     run_dir = out / "pldrllm"
     budget = deadline.callbacks(plan, plan.pldr_share * (deadline.seconds or 0))
@@ -184,7 +184,7 @@ def run_pldrllm(plan: QuickstartPlan, out: Path, deadline: Deadline) -> dict:
         no_progress=not plan.progress,
     )
     step("tokenizer and data; the order parameters of the initial model")
-    report = train_causal_lm(options, extra_callbacks=budget)
+    report = train(options, callbacks=budget)
     tokenizer = AutoTokenizer.from_pretrained(run_dir)
     model = AutoModelForCausalLM.from_pretrained(run_dir).eval()
 
@@ -228,16 +228,16 @@ def run_pldrllm(plan: QuickstartPlan, out: Path, deadline: Deadline) -> dict:
     return {
         "run_dir": str(run_dir),
         "collapsed_dir": str(collapsed_dir),
-        "parameters": report["parameters"],
-        "steps": report["global_step"],
-        "max_steps": plan.pldr_steps,
+        "parameters": report.parameters,
+        "steps": report.global_step,
+        "max_steps": report.max_steps,
         "stopped_by_time_budget": any(b.stopped_early for b in budget),
-        "s_per_step": report["s_per_step"],
-        "validation_perplexity": report["validation_perplexity"],
-        "validation_blocks": report["eval_blocks"],
-        "tokens_per_block": report["tokens_per_block"],
-        "order_parameter_before": report["order_parameter_before"],
-        "order_parameter_after": report["order_parameter_after"],
+        "s_per_step": report.seconds_per_step,
+        "validation_perplexity": report.scores["validation"]["perplexity"],
+        "validation_blocks": report.scores["validation"]["blocks"],
+        "tokens_per_block": report.scores["validation"]["tokens_per_block"],
+        "order_parameter_before": report.diagnostics["order_parameter_before"],
+        "order_parameter_after": report.diagnostics["order_parameter_after"],
         "order_parameter_prompts": dict(diagnostics.order_parameter_inputs),
         "order_parameter_per_layer": dict(diagnostics.order_parameter_inputs_per_layer),
         "collapse": {
@@ -257,11 +257,11 @@ def run_pldrllm(plan: QuickstartPlan, out: Path, deadline: Deadline) -> dict:
         "scoring_speed": scoring,
         "collapse_speedup": scoring["collapsed_tok_s"] / scoring["uncollapsed_tok_s"],
         "plots": {
-            "loss_curves": report["loss_curves"],
+            "loss_curves": report.loss_curves,
             "order_parameter": str(run_dir / "diagnostics" / "order_parameter.png"),
             "singular_values": str(run_dir / "diagnostics" / "singular_values_A.png"),
         },
-        "plots_skipped": {"loss_curves": report["loss_curves_skipped"]} if report["loss_curves_skipped"] else {},
+        "plots_skipped": {"loss_curves": report.loss_curves_skipped} if report.loss_curves_skipped else {},
     }
 
 
@@ -281,9 +281,8 @@ def example_rows(dataset, hypotheses: list[str], count: int = 4, words: tuple[in
 def run_agf(plan: QuickstartPlan, out: Path, deadline: Deadline) -> dict:
     from plldr_hf.models.agf.plots import coefficient_change, plot_coefficient_curves
     from plldr_hf.models.agf.position_encodings import POSITION_VARIANTS
-    from plldr_hf.plots import loss_curves_skipped, plot_loss_curves
     from plldr_hf.training.options import TranslationOptions
-    from plldr_hf.training.seq2seq import train_translation
+    from plldr_hf.training.run import train
 
     run_dir = out / "agf"
     label, fields = POSITION_VARIANTS[plan.translator]
@@ -319,31 +318,29 @@ def run_agf(plan: QuickstartPlan, out: Path, deadline: Deadline) -> dict:
         trainer_args=dict(predict_with_generate=False, save_total_limit=1),
         no_progress=not plan.progress,
     )
-    run = train_translation(options, callbacks=budget)
+    run = train(options, callbacks=budget)
     test = run.scores["test"]
-    history = run.trainer.state.log_history
     plots, skipped = {}, {}
-    curves = plot_loss_curves(history, run_dir / "loss_curves.png", label)
-    if curves:
-        plots["loss_curves"] = str(curves)
+    if run.loss_curves:
+        plots["loss_curves"] = run.loss_curves
     else:
-        skipped["loss_curves"] = loss_curves_skipped(history)
+        skipped["loss_curves"] = run.loss_curves_skipped
     if position_encoding == "agf":
         plots["agf_coefficients"] = str(plot_coefficient_curves(run.model, run_dir / "agf_coefficients.png"))
     validation = [
         {"step": h["step"], "loss": h["eval_loss"], "accuracy": h.get("eval_accuracy")}
-        for h in run.trainer.state.log_history
+        for h in run.log_history
         if "eval_loss" in h
     ]
     return {
         "run_dir": str(run_dir),
-        "parameters": sum(p.numel() for p in run.model.parameters()),
-        "steps": run.trainer.state.global_step,
-        "max_steps": plan.agf_steps,
+        "parameters": run.parameters,
+        "steps": run.global_step,
+        "max_steps": run.max_steps,
         "position_encoding": position_encoding,
         "pcmv": pcmv,
         "stopped_by_time_budget": any(b.stopped_early for b in budget),
-        "train_seconds": run.train_metrics.get("train_runtime"),
+        "train_seconds": run.train_seconds,
         "test_segments": len(run.datasets["test"]),
         "num_beams": test["num_beams"],
         "bleu": test["bleu"],

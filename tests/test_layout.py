@@ -3,6 +3,7 @@ holds its remote code and its package-side modules, nothing imports in a circle,
 except the modeling files, and tests and examples use public code only."""
 
 import ast
+import inspect
 from pathlib import Path
 
 from plldr_hf.models import FAMILIES
@@ -141,8 +142,21 @@ def test_every_family_descriptor_is_complete_and_its_entry_points_import():
         assert family.model_class.config_class is family.config_class
         assert family.decoder_layer_class.__name__ in family.model_class._no_split_modules
         assert (PACKAGE / "model_cards" / family.card.template).is_file()
-        for entry in ("train", "evaluate"):
-            assert callable(family.entry_point(entry)), (name, entry)
+
+    # one signature per entry point, so one command path calls every family's
+    def shape(function):
+        signature = inspect.signature(function)
+        parameters = [(p.name, p.kind, p.default) for p in signature.parameters.values()]
+        return parameters, signature.return_annotation
+
+    trains = {name: shape(family.train.function) for name, family in FAMILIES.items()}
+    assert len({repr(shape) for shape in trains.values()}) == 1, trains
+    parameters, returns = next(iter(trains.values()))
+    assert [p[0] for p in parameters] == ["options", "tokenizer", "callbacks"] and returns == "RunReport", trains
+    for name, family in FAMILIES.items():
+        evaluate = inspect.signature(family.evaluate.function)
+        assert list(evaluate.parameters)[:3] == ["model", "tokenizer", "data"], (name, evaluate)
+        assert evaluate.parameters["batch_size"].kind is inspect.Parameter.KEYWORD_ONLY, (name, evaluate)
 
 
 def test_only_training_builds_training_arguments():

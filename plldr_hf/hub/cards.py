@@ -290,7 +290,7 @@ def card_info_from_folder(model_dir, overrides: dict | None = None) -> ModelCard
 
     - `overrides`: `ModelCardInfo` fields (None values ignored), e.g. from command-line options;
     - `model_card.json`: `ModelCardInfo` fields, used as given;
-    - PLDR-LLM runs (`plldr-hf train pldrllm`): `train_report.json` (validation perplexity, G_LM order parameter
+    - PLDR-LLM runs (`plldr-hf train pldrllm`): `train_report.json` (the run's `RunReport`: validation perplexity, G_LM order parameter
       after training, a calibration measurement) and `run_options.json` (the recipe); `collapse_report.json` (what
       `collapse()` measured: forced or not, order parameter, max |Δlogit|, argmax agreement);
     - translation runs (`plldr-hf train agf`): `test_results.json`, else `validation_results.json` (BLEU, chrF,
@@ -303,10 +303,14 @@ def card_info_from_folder(model_dir, overrides: dict | None = None) -> ModelCard
     metrics, details, info, calibration = {}, {}, {}, {}
     report = _read_json(folder / "train_report.json") if (folder / "train_report.json").is_file() else None
     if isinstance(report, dict):
-        if isinstance(report.get("validation_perplexity"), (int, float)):
-            metrics["perplexity"] = float(report["validation_perplexity"])
+        # a `RunReport` (`plldr_hf.training.run`); runs saved before it kept these two at the top level
+        validation = (report.get("scores") or {}).get("validation") or {}
+        perplexity = validation.get("perplexity", report.get("validation_perplexity"))
+        if isinstance(perplexity, (int, float)):
+            metrics["perplexity"] = float(perplexity)
             info["eval_split"] = "validation"
-        order = report.get("order_parameter_after")
+        diagnostics = report.get("diagnostics") or {}
+        order = diagnostics.get("order_parameter_after", report.get("order_parameter_after"))
         for key, value in order.items() if isinstance(order, dict) else ():
             if isinstance(value, dict) and isinstance(value.get("G_LM"), (int, float)):
                 calibration[f"order_parameter_{key}"] = float(value["G_LM"])

@@ -1,11 +1,20 @@
 """Training pipelines built on the transformers `Trainer` (package-only code; the model files never import it).
 
+- `run`: the one contract of a training run, `train(options) -> RunReport`, for both families;
+- `options`: the options and named presets of both families (`TrainOptions`, `TranslationOptions`);
 - `corpus`: the embedded corpora and translation datasets, local files or Hub datasets;
 - `tokenizers`: SentencePiece tokenizers for both families; `preprocessing`: packing and seq2seq features;
-- `recipes`: named sizes and the reference `TrainingArguments`; `options`: a PLDR-LLM run's options;
-- `causal_lm`: the PLDR-LLM pretraining pipeline, with `trainer` (`PldrTrainer`), `callbacks` and `checkpoints`;
-- `seq2seq`: `train_translation` / `evaluate_translation` for the AGF family with `Seq2SeqTrainer`;
+- `recipes`: model configs of the named sizes and the `TrainingArguments` of each family's recipe;
+- `causal_lm`: the PLDR-LLM pipeline, with `trainer` (`PldrTrainer`), `callbacks` and `checkpoints`;
+- `seq2seq`: the AGF pipeline and `evaluate_translation` with `Seq2SeqTrainer`;
 - `distributed`: FSDP2 settings and sharding helpers.
 
-Submodules import torch and transformers, so this package imports nothing eagerly (`plldr-hf --help` stays fast).
+`run` and `options` import only the standard library; the other submodules import torch and transformers and are
+imported when used (`plldr-hf --help` stays fast).
 """
+
+from plldr_hf.training.options import TrainOptions, TranslationOptions
+from plldr_hf.training.run import RunReport, train
+
+
+__all__ = ["RunReport", "TrainOptions", "TranslationOptions", "train"]

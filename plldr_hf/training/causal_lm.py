@@ -38,6 +38,7 @@ from plldr_hf.training.recipes import (
     reference_training_arguments,
     seconds_per_step,
 )
+from plldr_hf.training.run import RunReport, collect_warnings
 from plldr_hf.training.tokenizers import train_sentencepiece_tokenizer
 
 
@@ -193,19 +194,28 @@ def order_parameters(model, calibration=None, new_tokens: int = 16) -> dict | No
     }
 
 
-def train_causal_lm(options: TrainOptions, *, tokenizer=None, data=None, extra_callbacks=()) -> dict:
-    """Trains PLDR-LLM (or the Llama baseline) with `PldrTrainer` and writes the run report.
+def train_causal_lm(options: TrainOptions, *, tokenizer=None, callbacks=()) -> RunReport:
+    """Trains PLDR-LLM (or the Llama baseline) with `PldrTrainer`: the PLDR-LLM family's pipeline behind
+    `plldr_hf.training.run.train`.
 
     Output folder: checkpoints (`checkpoint-*`), the final model and tokenizer, `loss_curves.png`,
-    `train_report.json` (validation perplexity, order parameter before / after, timings) and TensorBoard logs
-    (`runs/`) when `report_to` includes it. `data=(tokenizer, train_blocks, eval_blocks)` reuses prepared data.
-
-    Returns the report as a dict.
+    `train_report.json` (the `RunReport`: validation perplexity, order parameter before / after, timings),
+    `log_history.json` and TensorBoard logs (`runs/`) when `report_to` includes it. `tokenizer`: an existing
+    tokenizer object instead of `options.tokenizer` or a trained one.
     """
+    with collect_warnings() as warnings:
+        report = _train_causal_lm(options.resolved(), tokenizer, callbacks)
+    report.warnings = list(warnings)
+    if report.main_process:
+        report.save()
+        logger.info("validation perplexity %.3f", report.scores["validation"]["perplexity"])
+    return report
+
+
+def _train_causal_lm(options: TrainOptions, tokenizer, callbacks) -> RunReport:
     from plldr_hf.training.callbacks import ClipGradValueCallback, StepTimerCallback, use_progress_bar
     from plldr_hf.training.trainer import DagSchedule, PldrTrainer
 
-    options = options.resolved()
     checkpoint = resolve_checkpoint(options.resume, options.output_dir, "pldrllm")
     out = Path(options.output_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -241,9 +251,7 @@ def train_causal_lm(options: TrainOptions, *, tokenizer=None, data=None, extra_c
     is_main = args.process_index == 0
     # the main process trains and saves the tokenizer first; the others load it, so every rank has the same one
     with args.main_process_first(desc="tokenizer and data", local=False):
-        if data is None:
-            data = prepare_tokenizer_and_data(options, tokenizer, load_saved=not is_main)
-        tokenizer, train_blocks, eval_blocks = data
+        tokenizer, train_blocks, eval_blocks = prepare_tokenizer_and_data(options, tokenizer, load_saved=not is_main)
         # the recipe drops an incomplete last batch: fewer examples than one batch would train 0 steps
         per_step = args.per_device_train_batch_size * max(args.world_size, 1)
         if len(train_blocks) < per_step:
@@ -267,25 +275,16 @@ def train_causal_lm(options: TrainOptions, *, tokenizer=None, data=None, extra_c
             # a PldrllmTokenizer writes its SentencePiece model next to it as `tokenizer.model`
             tokenizer.save_pretrained(out)
     model = build_model(options, len(tokenizer))
-    report: dict = {
-        "options": asdict(options),
-        "model": type(model).__name__,
-        "parameters": sum(p.numel() for p in model.parameters()),
-        "train_blocks": len(train_blocks),
-        "eval_blocks": len(eval_blocks),
-        "tokens_per_block": options.block_size,
-        "vocab_size": len(tokenizer),
-    }
     init_file = out / "order_parameter_init.json"
     if checkpoint is None:
-        report["order_parameter_before"] = order_parameters(model) if is_main else None
+        before = order_parameters(model) if is_main else None
         if is_main:
-            init_file.write_text(json.dumps(report["order_parameter_before"]))
+            init_file.write_text(json.dumps(before))
     else:
-        report["order_parameter_before"] = json.loads(init_file.read_text()) if init_file.exists() else None
+        before = json.loads(init_file.read_text()) if init_file.exists() else None
 
     timer = StepTimerCallback()
-    callbacks = [timer, *extra_callbacks]
+    callbacks = [timer, *callbacks]
     if options.clip_by == "value":
         callbacks.append(ClipGradValueCallback(1.0))
     trainer = PldrTrainer(
@@ -304,23 +303,42 @@ def train_causal_lm(options: TrainOptions, *, tokenizer=None, data=None, extra_c
     train_result = trainer.train(resume_from_checkpoint=checkpoint)
     metrics = trainer.evaluate()
     trainer.save_model()
-    if not trainer.is_world_process_zero():
-        return {}
+    report = RunReport(
+        family="pldrllm",
+        output_dir=str(out),
+        options=asdict(options),
+        model_class=type(model).__name__,
+        parameters=sum(p.numel() for p in model.parameters()),
+        vocab_size=len(tokenizer),
+        global_step=trainer.state.global_step,
+        max_steps=options.max_steps,
+        train_examples=len(train_blocks),
+        eval_examples=len(eval_blocks),
+        model=trainer.model,
+        tokenizer=tokenizer,
+        log_history=trainer.state.log_history,
+        main_process=trainer.is_world_process_zero(),
+    )
+    if not report.main_process:
+        return report
 
-    report["train_metrics"] = train_result.metrics
-    report["eval_metrics"] = metrics
-    report["validation_perplexity"] = perplexity_from_metrics(metrics)
-    report["order_parameter_after"] = order_parameters(trainer.model)
-    report["timing"] = timer.summary()
-    report["global_step"] = trainer.state.global_step
-    report["s_per_step"] = seconds_per_step(train_result.metrics, trainer.state.global_step)
     history = trainer.state.log_history
-    report["loss_curves_skipped"] = loss_curves_skipped(history)
+    report.train_metrics = train_result.metrics
+    report.eval_metrics = metrics
+    loss = metrics.get("eval_lm_loss", metrics.get("eval_loss"))
+    report.scores["validation"] = {
+        "perplexity": perplexity_from_metrics(metrics),
+        "loss": loss,
+        "blocks": len(eval_blocks),
+        "tokens_per_block": options.block_size,
+    }
+    report.diagnostics = {"order_parameter_before": before, "order_parameter_after": order_parameters(trainer.model)}
+    report.step_timing = timer.summary()
+    report.seconds_per_step = seconds_per_step(train_result.metrics, trainer.state.global_step)
+    report.loss_curves_skipped = loss_curves_skipped(history)
     curves = plot_loss_curves(history, out / "loss_curves.png", f"{options.architecture} {options.size}")
-    report["loss_curves"] = str(curves) if curves else None
+    report.loss_curves = str(curves) if curves else None
     if curves is None:
-        logger.info("loss curves not plotted: %s", report["loss_curves_skipped"])
-    (out / "log_history.json").write_text(json.dumps(trainer.state.log_history, indent=1))
-    (out / "train_report.json").write_text(json.dumps(report, indent=2, default=str))
-    logger.info("validation perplexity %.3f", report["validation_perplexity"])
+        logger.info("loss curves not plotted: %s", report.loss_curves_skipped)
+    (out / "log_history.json").write_text(json.dumps(history, indent=1))
     return report

@@ -28,6 +28,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from plldr_hf.training.options import is_wmt17
+
 
 if TYPE_CHECKING:
     from datasets import Dataset, DatasetDict
@@ -447,7 +449,7 @@ def load_translation_dataset(
         files = {s: [embedded_data_path(f)] for s, f in EMBEDDED_TRANSLATION_DATASETS[name.lower()].items()}
         raw = _load_files(files, cache_dir)
         origin = f"embedded dataset {name!r}"
-    elif name is not None and name.lower() in ("wmt17", "wmt/wmt17") and not Path(name).exists():
+    elif name is not None and is_wmt17(name) and not Path(name).exists():
         raw = _load_wmt17(source_lang, target_lang, cache_dir, wmt17_dir)
         origin = "wmt/wmt17"
     else:

@@ -32,10 +32,11 @@ from __future__ import annotations
 import copy
 import dataclasses
 import json
+import os
 from dataclasses import dataclass, field
 
 
-__all__ = ["PRESETS", "TrainOptions", "TranslationOptions", "parse_dag_weights", "parse_key_value"]
+__all__ = ["PRESETS", "TrainOptions", "TranslationOptions", "is_wmt17", "parse_dag_weights", "parse_key_value"]
 
 
 # named sizes of both families: model config fields, and the run options of that size
@@ -110,6 +111,12 @@ def model_fields(family: str, size: str) -> dict:
     return dict(sizes[model]["model"] if isinstance(model, str) else model)
 
 
+def is_wmt17(dataset) -> bool:
+    """Whether a `dataset` option (a name or a list of one) names the Hub's WMT17 (`wmt17`, `wmt/wmt17`)."""
+    names = [dataset] if isinstance(dataset, str) else list(dataset or [])
+    return len(names) == 1 and str(names[0]).lower() in ("wmt17", "wmt/wmt17")
+
+
 def parse_dag_weights(text: str) -> tuple[float, float, float]:
     """`"a,p,g"` (or one number for all three) → three non-negative DAG weights on A_LM, A_P, G_LM."""
     parts = [p for p in str(text).replace(" ", "").split(",") if p]
@@ -144,10 +151,24 @@ def _opt(default=None, help: str = "", **meta):
 
 
 class _Preset:
-    """`from_name` for an options dataclass whose class attribute `FAMILY` names its `PRESETS` entry, and the
-    checks every numeric field gets (from the command line and the Python API alike)."""
+    """`from_name` for an options dataclass whose class attribute `FAMILY` names its `PRESETS` entry, the checks
+    every numeric field gets (from the command line and the Python API alike), and resolution done once: `resolved()`
+    returns a checked copy with the size-dependent defaults filled in, and a resolved copy resolves to itself."""
 
     FAMILY: str
+
+    @property
+    def is_resolved(self) -> bool:
+        return self.__dict__.get("_resolved", False)
+
+    def resolved(self):
+        """A checked copy with every default that depends on other options filled in (itself when already
+        resolved: a run resolves its options once, wherever that happens first)."""
+        if self.is_resolved:
+            return self
+        out = self._resolve()
+        out.__dict__["_resolved"] = True
+        return out
 
     def check_numbers(self) -> None:
         """Every number finite, and within the range its field's `min` metadata gives (module docstring); values
@@ -252,7 +273,7 @@ class TrainOptions(_Preset):
         "document keeps its own Gram matrix and attention (default: fixed packed blocks)",
     )
 
-    def resolved(self) -> TrainOptions:
+    def _resolve(self) -> TrainOptions:
         """Fills the size-dependent defaults (block, batch, vocabulary, learning rate) and checks the values."""
         sizes = PRESETS["pldrllm"]
         if self.size not in sizes:
@@ -387,9 +408,9 @@ class TranslationOptions(_Preset):
 
     @property
     def is_wmt17(self) -> bool:
-        return len(self.dataset) == 1 and self.dataset[0].lower() in ("wmt17", "wmt/wmt17")
+        return is_wmt17(self.dataset)
 
-    def resolved(self) -> TranslationOptions:
+    def _resolve(self) -> TranslationOptions:
         """The output folder filled in, and the values checked."""
         if self.size not in PRESETS["agf"]:
             raise ValueError(f"unknown size {self.size!r}; choose one of {sorted(PRESETS['agf'])}")
@@ -402,4 +423,6 @@ class TranslationOptions(_Preset):
             out.output_dir = f"runs/agf-{self.position_encoding}{'-pcmv' if self.pcmv else ''}"
         if out.wmt17_dir is not None and not out.is_wmt17:
             raise ValueError("--wmt17-dir needs --dataset wmt17")
+        if out.wmt17_dir is not None and not os.path.isdir(out.wmt17_dir):
+            raise ValueError(f"--wmt17-dir: {out.wmt17_dir} is not a folder; give the local copy of wmt/wmt17")
         return out

@@ -12,7 +12,7 @@ AGF translation Transformer:
 
 - `build_agf_config` (the sizes of `PRESETS["agf"]`); the named position variants of the paper's
   comparison are `plldr_hf.models.agf.position_encodings.POSITION_VARIANTS`;
-- `translation_training_arguments` / `translation_arguments_of(options)` — Adam (β₂ 0.98, ε 1e-9), inverse-square-root decay after a linear warm-up
+- `translation_arguments_of(options)` (and `translation_training_arguments`, the default options) — Adam (β₂ 0.98, ε 1e-9), inverse-square-root decay after a linear warm-up
   (Vaswani et al., arXiv 1706.03762, §5).
 
 Shared: `bf16_available`, `seconds_per_step` (the one definition of s/step every report uses).
@@ -51,12 +51,13 @@ def bf16_available() -> bool:
     return torch.cuda.is_available() and torch.cuda.is_bf16_supported()
 
 
-def _tensorboard_available() -> bool:
+def _default_report_to() -> list[str] | str:
+    """TensorBoard when it is installed, else no integration."""
     try:
         import tensorboard  # noqa: F401
     except ImportError:
-        return False
-    return True
+        return "none"
+    return ["tensorboard"]
 
 
 def pldrllm_config(
@@ -197,26 +198,24 @@ def seconds_per_step(train_metrics: dict, steps: int) -> float | None:
     return runtime / steps if runtime and steps else None
 
 
-def translation_training_arguments(output_dir: str | os.PathLike, **overrides) -> Seq2SeqTrainingArguments:
-    """`Seq2SeqTrainingArguments` with the translation recipe; any field can be overridden.
+def translation_arguments_of(options: TranslationOptions, **overrides) -> Seq2SeqTrainingArguments:
+    """The `Seq2SeqTrainingArguments` a `TranslationOptions` run trains with: the translation recipe with the
+    options' values (their `trainer_args` last, then `overrides`).
 
     The recipe: Adam β₂ 0.98 and ε 1e-9, gradient clipping 1.0, evaluation and checkpoints by steps (two kept),
-    `predict_with_generate` with greedy decoding, TensorBoard when installed, bf16 when the GPU has it; batch sizes,
-    learning rate, schedule, warm-up, epochs and intervals are the defaults of `TranslationOptions` (batch 32,
-    5e-4 with `inverse_sqrt` decay after 1000 warm-up steps, 10 epochs, every 1000 steps).
-
-    Example:
-        >>> args = translation_training_arguments("runs/agf", max_steps=30, eval_steps=10)
-        >>> args.lr_scheduler_type.value, args.predict_with_generate
-        ('inverse_sqrt', True)
+    `predict_with_generate` with greedy decoding, TensorBoard when installed and no `report_to` is given, bf16 when
+    the GPU has it and `bf16` is not set. Batch sizes, learning rate, schedule, warm-up, epochs and intervals are the
+    options' (their defaults live in `TranslationOptions` only).
     """
     import torch
     from transformers import Seq2SeqTrainingArguments
 
-    options = TranslationOptions()
-    defaults = dict(
+    options = options.resolved()
+    report_to = [name for name in options.report_to if name != "none"] if options.report_to else None
+    fields = dict(
         per_device_train_batch_size=options.batch_size,
         per_device_eval_batch_size=options.eval_batch_size,
+        gradient_accumulation_steps=options.gradient_accumulation_steps,
         learning_rate=options.learning_rate,
         lr_scheduler_type=options.scheduler,
         warmup_steps=options.warmup_steps,
@@ -226,6 +225,7 @@ def translation_training_arguments(output_dir: str | os.PathLike, **overrides) -
         weight_decay=options.weight_decay,
         max_grad_norm=1.0,
         num_train_epochs=options.epochs,
+        max_steps=options.max_steps if options.max_steps is not None else -1,
         eval_strategy="steps",
         eval_steps=options.eval_steps,
         save_strategy="steps",
@@ -234,42 +234,32 @@ def translation_training_arguments(output_dir: str | os.PathLike, **overrides) -
         logging_steps=options.logging_steps,
         predict_with_generate=True,
         generation_num_beams=1,
-        report_to=["tensorboard"] if _tensorboard_available() else "none",
-        bf16=bf16_available(),
+        report_to=(report_to or "none") if report_to is not None else _default_report_to(),
+        bf16=options.bf16 if options.bf16 is not None else bf16_available(),
         dataloader_pin_memory=torch.cuda.is_available(),
-        seed=options.seed,
-    )
-    defaults.update(overrides)
-    return Seq2SeqTrainingArguments(output_dir=str(output_dir), **defaults)
-
-
-def translation_arguments_of(options: TranslationOptions) -> Seq2SeqTrainingArguments:
-    """The `Seq2SeqTrainingArguments` a `TranslationOptions` run trains with (its `trainer_args` last)."""
-    options = options.resolved()
-    fields = dict(
-        per_device_train_batch_size=options.batch_size,
-        per_device_eval_batch_size=options.eval_batch_size,
-        gradient_accumulation_steps=options.gradient_accumulation_steps,
-        learning_rate=options.learning_rate,
-        lr_scheduler_type=options.scheduler,
-        warmup_steps=options.warmup_steps,
-        weight_decay=options.weight_decay,
-        num_train_epochs=options.epochs,
-        max_steps=options.max_steps if options.max_steps is not None else -1,
-        eval_steps=options.eval_steps,
-        save_steps=options.save_steps,
-        logging_steps=options.logging_steps,
         seed=options.seed,
         disable_tqdm=options.no_progress,
     )
-    if options.bf16 is not None:
-        fields["bf16"] = options.bf16
     if options.cpu:
         fields["use_cpu"] = True
-    if options.report_to:
-        fields["report_to"] = [name for name in options.report_to if name != "none"] or "none"
     fields.update(options.trainer_args)
-    return translation_training_arguments(options.output_dir, **fields)
+    fields.update(overrides)
+    try:
+        return Seq2SeqTrainingArguments(output_dir=str(options.output_dir), **fields)
+    except TypeError as error:
+        # an unknown --trainer-arg name: one line naming it, like every other bad option
+        raise ValueError(f"invalid training arguments: {error}") from None
+
+
+def translation_training_arguments(output_dir: str | os.PathLike, **overrides) -> Seq2SeqTrainingArguments:
+    """`translation_arguments_of` the default `TranslationOptions` writing to `output_dir`, any field overridden.
+
+    Example:
+        >>> args = translation_training_arguments("runs/agf", max_steps=30, eval_steps=10)
+        >>> args.lr_scheduler_type.value, args.predict_with_generate
+        ('inverse_sqrt', True)
+    """
+    return translation_arguments_of(TranslationOptions(output_dir=str(output_dir)), **overrides)
 
 
 def build_agf_config(

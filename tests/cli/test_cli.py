@@ -193,23 +193,23 @@ def test_quickstart_minutes_must_be_positive():
 
 
 def test_ctrl_c_during_training_is_one_line_saying_how_to_resume(monkeypatch, capsys, tmp_path):
-    from plldr_hf_cli.commands.train import pldrllm
+    from plldr_hf_cli.commands import train
 
-    def interrupted(options):
+    def interrupted(options, summary):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(pldrllm, "train_and_report", interrupted)
+    monkeypatch.setattr(train, "train_and_report", interrupted)
     # before the first checkpoint, --resume would find nothing: the line says so and how to start again
     assert main(["train", "pldrllm", "--tiny", "--output-dir", str(tmp_path / "run")]) == 130
     err = capsys.readouterr().err.strip()
     assert err.startswith("plldr-hf train: interrupted; no checkpoint was saved yet") and "--overwrite" in err
     assert "\n" not in err
 
-    def interrupted_after_a_checkpoint(options):
+    def interrupted_after_a_checkpoint(options, summary):
         (Path(options.output_dir) / "checkpoint-5").mkdir(parents=True)
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(pldrllm, "train_and_report", interrupted_after_a_checkpoint)
+    monkeypatch.setattr(train, "train_and_report", interrupted_after_a_checkpoint)
     assert main(["train", "pldrllm", "--tiny", "--output-dir", str(tmp_path / "run2")]) == 130
     err = capsys.readouterr().err.strip()
     assert err == "plldr-hf train: interrupted; continue from the last checkpoint with the same command and --resume"

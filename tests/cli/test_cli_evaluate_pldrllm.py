@@ -31,6 +31,6 @@ def test_evaluate_pldrllm_perplexity(tmp_path):
     )
     logits = model(block).logits[:, :-1]
     ce = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), block[:, 1:].reshape(-1)).item()
-    direct = perplexity(model, Dataset.from_dict({"input_ids": block.tolist()}), batch_size=1)
+    direct = perplexity(model, None, Dataset.from_dict({"input_ids": block.tolist()}), batch_size=1)
     assert math.isclose(direct["cross_entropy"], ce, rel_tol=1e-5)
     assert math.isclose(direct["perplexity"], math.exp(ce), rel_tol=1e-5)

@@ -114,10 +114,12 @@ def test_card_info_is_read_from_the_run_files(tmp_path):
     (tmp_path / "train_report.json").write_text(
         json.dumps(
             {
-                "validation_perplexity": 31.5,
-                "order_parameter_after": {
-                    "prompt_vs_continuation_max_over_layers": {"A": 0.5, "G_LM": 0.25},
-                    "across_inputs_max_over_layers": {"G_LM": 0.125},
+                "scores": {"validation": {"perplexity": 31.5}},
+                "diagnostics": {
+                    "order_parameter_after": {
+                        "prompt_vs_continuation_max_over_layers": {"A": 0.5, "G_LM": 0.25},
+                        "across_inputs_max_over_layers": {"G_LM": 0.125},
+                    }
                 },
                 "options": {"learning_rate": 0.001, "max_steps": 50},
             }
@@ -190,6 +192,7 @@ def test_a_forced_collapse_says_so_with_its_approximation_and_calibration_is_no_
     model.save_pretrained(tmp_path)
     (tmp_path / "collapse_report.json").write_text(json.dumps(report.to_dict()))
     (tmp_path / "train_report.json").write_text(
+        # a report saved before `RunReport` (the order parameter at the top level) still reads
         json.dumps({"order_parameter_after": {"across_inputs_max_over_layers": {"G_LM": 3.5}}})
     )
     card = render_model_card(model, card_info_from_folder(tmp_path))

@@ -507,14 +507,15 @@ def test_cli_tiny_run_writes_report_and_resumes(tmp_path, capsys):
     argv = ["train", "pldrllm", "--tiny", "--output-dir", str(out), *flags.split()]
     assert main(argv) == 0
     report = json.loads((out / "train_report.json").read_text())
-    assert math.isfinite(report["validation_perplexity"]) and report["validation_perplexity"] > 1
-    assert set(report["order_parameter_before"]["prompt_vs_continuation_max_over_layers"]) == {
+    perplexity = report["scores"]["validation"]["perplexity"]
+    assert math.isfinite(perplexity) and perplexity > 1
+    assert set(report["diagnostics"]["order_parameter_before"]["prompt_vs_continuation_max_over_layers"]) == {
         "A",
         "A_LM",
         "A_P",
         "G_LM",
     }
-    assert report["order_parameter_after"]["prompt_vs_continuation_max_over_layers"]["G_LM"] is not None
+    assert report["diagnostics"]["order_parameter_after"]["prompt_vs_continuation_max_over_layers"]["G_LM"] is not None
     assert (out / "loss_curves.png").stat().st_size > 1000
     assert json.loads((out / "config.json").read_text())["use_cache"] is True
     history = {e["step"]: e for e in json.loads((out / "log_history.json").read_text()) if "loss" in e}
@@ -565,4 +566,4 @@ def test_padding_free_batches_give_the_padded_loss_and_train_from_the_cli(shakes
     flags += "--report-to none --padding-free"
     assert main(["train", "pldrllm", "--tiny", "--output-dir", str(out), *flags.split()]) == 0
     report = json.loads((out / "train_report.json").read_text())
-    assert math.isfinite(report["validation_perplexity"])
+    assert math.isfinite(report["scores"]["validation"]["perplexity"])

@@ -2,6 +2,7 @@
 
 import gzip
 import json
+from pathlib import Path
 
 import pytest
 import sacrebleu
@@ -13,14 +14,10 @@ from plldr_hf.training.corpus import load_translation_dataset, take_subset
 from plldr_hf.training.options import TranslationOptions
 from plldr_hf.training.preprocessing import preprocess_translation
 from plldr_hf.training.recipes import translation_arguments_of, translation_training_arguments
-from plldr_hf.training.seq2seq import (
-    LengthBucketSampler,
-    evaluate_translation,
-    format_scores,
-    train_translation,
-    wrong_source,
-)
+from plldr_hf.training.run import RunReport, train
+from plldr_hf.training.seq2seq import evaluate_translation, format_scores
 from plldr_hf.training.tokenizers import train_joint_tokenizer
+from plldr_hf.training.translation_trainer import LengthBucketSampler, wrong_source
 
 
 PAIRS = [
@@ -121,9 +118,11 @@ def test_joint_tokenizer_round_trip(libreoffice, tmp_path, model):
 def test_training_arguments_guards(tmp_path):
     options = TranslationOptions(output_dir=str(tmp_path), trainer_args={"label_smoothing_factor": 0.1})
     with pytest.raises(ValueError, match="smooth the loss twice"):
-        train_translation(options)
+        train(options)
     with pytest.raises(FileNotFoundError, match="no checkpoint"):
-        train_translation(TranslationOptions(output_dir=str(tmp_path / "empty"), resume=True))
+        train(TranslationOptions(output_dir=str(tmp_path / "empty"), resume=True))
+    with pytest.raises(ValueError, match="invalid training arguments: .*no_such_argument"):
+        train(TranslationOptions(output_dir=str(tmp_path), trainer_args={"no_such_argument": 1}))
 
 
 def test_options_own_the_defaults_of_the_training_arguments(tmp_path):
@@ -170,13 +169,13 @@ def test_seq2seq_trainer_30_steps_end_to_end(tmp_path):
         no_progress=True,
     )
     assert (options.max_steps, options.max_source_length, options.vocab_size) == (30, length, 300)
-    run = train_translation(options)
+    run = train(options)
 
     # training ran and learned something: the loss fell, accuracy beats chance (1/300) by far
-    losses = [h["loss"] for h in run.trainer.state.log_history if "loss" in h]
-    assert run.trainer.state.global_step == 30 and len(losses) == 6
+    losses = [h["loss"] for h in run.log_history if "loss" in h]
+    assert run.global_step == run.max_steps == 30 and len(losses) == 6
     assert losses[-1] < losses[0] - 0.2, losses
-    evals = [h for h in run.trainer.state.log_history if "eval_bleu" in h]
+    evals = [h for h in run.log_history if "eval_bleu" in h]
     assert len(evals) == 1 and evals[0]["step"] == 30
     assert 0.02 < evals[0]["eval_accuracy"] < 1
     assert 0 <= evals[0]["eval_bleu"] <= 100 and 0 < evals[0]["eval_chrf"] <= 100
@@ -217,7 +216,7 @@ def test_seq2seq_trainer_30_steps_end_to_end(tmp_path):
     assert run.scores["test"]["source_gap"] == pytest.approx(correct / total - wrong / total)
     assert "src gap" in format_scores(run.scores["test"])
     # ... and logged beside every validation point of training
-    logged = [h for h in run.trainer.state.log_history if "eval_source_gap" in h]
+    logged = [h for h in run.log_history if "eval_source_gap" in h]
     assert len(logged) == len(evals) and -1 <= logged[0]["eval_source_gap"] <= 1
     # the cheap teacher-forced-only evaluation gives the same accuracy and loss without decoding
     quick = evaluate_translation(
@@ -225,6 +224,13 @@ def test_seq2seq_trainer_30_steps_end_to_end(tmp_path):
     )
     assert "bleu" not in quick and quick["accuracy"] == pytest.approx(run.scores["test"]["accuracy"])
     assert quick["loss"] == pytest.approx(run.scores["test"]["loss"], rel=1e-5)
+
+    # the run's report is saved beside the model, with the fields of every family's report
+    saved = RunReport.load(tmp_path)
+    assert (saved.family, saved.global_step, saved.vocab_size) == ("agf", 30, 300)
+    assert saved.scores["test"]["bleu"] == run.scores["test"]["bleu"] and "hypotheses" not in saved.scores["test"]
+    assert saved.train_examples == run.train_examples > 0 and saved.seconds_per_step > 0
+    assert saved.loss_curves and Path(saved.loss_curves).is_file()
 
     assert (tmp_path / "checkpoint-30" / "tokenizer.json").is_file()
     # the saved tokenizer files carry no call state (truncation of the preprocessing call, which runs with a cold

@@ -37,8 +37,7 @@ def run(args: argparse.Namespace, config: dict) -> int:
     from plldr_hf.training.corpus import load_translation_dataset, take_subset
     from plldr_hf.training.seq2seq import format_scores
 
-    # the family's evaluation entry point: plldr_hf.training.seq2seq.evaluate_translation
-    evaluate_translation = FAMILIES["agf"].entry_point("evaluate")
+    evaluate_translation = FAMILIES["agf"].evaluate
 
     model = load_model(args.model_dir, model_type="agf")
     tokenizer = load_tokenizer(args.model_dir, model_config=model.config)

@@ -107,8 +107,7 @@ def run(args: argparse.Namespace, config: dict) -> int:
     results = {}
     for name, (data, documents) in splits.items():
         blocks = pack_into_blocks(documents, tokenizer, block_size, max_blocks=args.max_blocks or args.max_samples)
-        # the family's evaluation entry point: plldr_hf.evaluation.perplexity
-        scores = FAMILIES["pldrllm"].entry_point("evaluate")(model, blocks, batch_size=args.batch_size)
+        scores = FAMILIES["pldrllm"].evaluate(model, tokenizer, blocks, batch_size=args.batch_size)
         results[name] = {**scores, "data": data}
         if args.format == "table":
             print(

@@ -1,12 +1,20 @@
-"""`plldr-hf train FAMILY ...`: one sub-subcommand per model family, one module each in this package.
+"""`plldr-hf train FAMILY ...`: one command path for every model family.
 
-The same discovery rule as `plldr_hf_cli/__init__.py`, one level down: every module in `plldr_hf_cli/commands/train/` defines
-`register(family_subparsers)`, which adds its family's parser (`agf`, `pldrllm`, ...) and sets `func`. Adding a
-family therefore means adding a module here, without touching this file or another family's.
+Every module in `plldr_hf_cli/commands/train/` describes one family's command line: `register(family_subparsers)`
+adds its parser (the flags generated from its options dataclass) and returns it, `options_from(args)` turns parsed
+flags into its options, and `summary(report)` gives the lines printed after the run. The run itself is the same for
+all (`run` below): resolve the options once, refuse bad paths, then `plldr_hf.training.run.train(options)` in the
+output folder, and print the family's summary of the `RunReport`. Adding a family therefore means adding a module
+here, without touching this file or another family's.
 """
 
+import argparse
 import importlib
 import pkgutil
+from functools import partial
+
+from plldr_hf_cli.arguments import fail, refuse_run_paths, show_pipeline_logs
+from plldr_hf_cli.output import run_in_folder
 
 
 def register(subparsers) -> None:
@@ -17,4 +25,38 @@ def register(subparsers) -> None:
     )
     families = parser.add_subparsers(dest="family", metavar="FAMILY", required=True)
     for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
-        importlib.import_module(f"{__name__}.{info.name}").register(families)
+        family = importlib.import_module(f"{__name__}.{info.name}")
+        family.register(families).set_defaults(func=partial(run, family))
+
+
+def run(family, args: argparse.Namespace) -> int:
+    """`plldr-hf train FAMILY`: the family's options, resolved once, trained in `--output-dir`."""
+    command = f"train {args.family}"
+    try:
+        options = family.options_from(args).resolved()
+    except ValueError as error:
+        return fail(command, error)
+    refused = refuse_run_paths(command, options)
+    if refused:
+        return refused
+    # the pipeline's own progress lines (data, tokenizer, model size); other libraries keep their verbosity
+    show_pipeline_logs()
+    return run_in_folder(
+        command,
+        options.output_dir,
+        lambda: train_and_report(options, family.summary),
+        overwrite=args.overwrite,
+        resume=bool(options.resume),
+    )
+
+
+def train_and_report(options, summary) -> int:
+    """Train `options` and print the family's summary of the run's report (on the main process)."""
+    from plldr_hf.training.run import train
+
+    report = train(options)
+    if report.main_process:
+        for line in summary(report):
+            print(line)
+        print(f"report: {report.path}; curves: {report.loss_curves or 'not plotted (too few logged steps)'}")
+    return 0

@@ -1,23 +1,16 @@
-"""`plldr-hf train pldrllm`: train a PLDR-LLM causal LM with Trainer (`plldr_hf.training.causal_lm`).
+"""`plldr-hf train pldrllm`: the PLDR-LLM causal LM's flags and summary (`plldr_hf.training.causal_lm` trains it).
 
 The flags are generated from `plldr_hf.training.options.TrainOptions` (one per field, with the help and checks in the
 field's metadata; `plldr_hf_cli.arguments.add_option_flags`, shared with `train agf`), so an option and its default
 are written once. That module imports only the standard library and is loaded here without importing `plldr_hf`
-(which imports torch): `--help` and usage errors stay fast.
+(which imports torch): `--help` and usage errors stay fast. The run itself is the command path of every family
+(`plldr_hf_cli/commands/train/__init__.py`).
 """
 
 import argparse
-from pathlib import Path
 
-from plldr_hf_cli.arguments import (
-    add_option_flags,
-    fail,
-    load_light_module,
-    options_from_args,
-    refuse_run_paths,
-    show_pipeline_logs,
-)
-from plldr_hf_cli.output import add_overwrite_flag, run_in_folder
+from plldr_hf_cli.arguments import add_option_flags, load_light_module, options_from_args
+from plldr_hf_cli.output import add_overwrite_flag
 
 
 def load_options_module():
@@ -25,7 +18,7 @@ def load_options_module():
     return load_light_module("plldr_hf.training.options")
 
 
-def register(families) -> None:
+def register(families):
     parser = families.add_parser(
         "pldrllm",
         help="PLDR-LLM causal language model (Power Law Graph Attention)",
@@ -38,7 +31,7 @@ def register(families) -> None:
         ),
     )
     add_arguments(parser)
-    parser.set_defaults(func=run)
+    return parser
 
 
 def add_arguments(parser) -> None:
@@ -62,45 +55,18 @@ def _sig(value) -> str:
     return "n/a" if value is None else f"{value:.3g}"
 
 
-def train_and_report(options) -> int:
-    """Train a run's `TrainOptions` and print the headline numbers."""
-    from plldr_hf.models import FAMILIES
+def summary(report) -> list[str]:
+    """The headline numbers of a finished run: validation perplexity, the order parameter, seconds per step."""
 
-    # the family's training entry point: plldr_hf.training.causal_lm.train_causal_lm
-    train_causal_lm = FAMILIES["pldrllm"].entry_point("train")
+    def g_lm(key):
+        return ((report.diagnostics.get(key) or {}).get("across_inputs_max_over_layers") or {}).get("G_LM")
 
-    # the pipeline's own progress lines; other libraries (accelerate, datasets) stay at WARNING
-    show_pipeline_logs()
-    report = train_causal_lm(options)
-    if report:
-        before = ((report.get("order_parameter_before") or {}).get("across_inputs_max_over_layers") or {}).get("G_LM")
-        after = ((report.get("order_parameter_after") or {}).get("across_inputs_max_over_layers") or {}).get("G_LM")
-        print(f"validation perplexity: {report['validation_perplexity']:.3g}")
-        if before is not None or after is not None:
-            print(
-                "G_LM order parameter (SOC RMSE/|mean| across the calibration inputs, max over layers; the collapse "
-                "criterion): "
-                f"before {_sig(before)}, after {_sig(after)}"
-            )
-        print(f"{_sig(report.get('s_per_step'))} s/step (train_runtime / steps)")
-        print(
-            f"report: {Path(options.output_dir, 'train_report.json')}; curves: {report['loss_curves'] or 'not plotted (too few logged steps)'}"
+    lines = [f"validation perplexity: {report.scores['validation']['perplexity']:.3g}"]
+    before, after = g_lm("order_parameter_before"), g_lm("order_parameter_after")
+    if before is not None or after is not None:
+        lines.append(
+            "G_LM order parameter (SOC RMSE/|mean| across the calibration inputs, max over layers; the collapse "
+            f"criterion): before {_sig(before)}, after {_sig(after)}"
         )
-    return 0
-
-
-def run(args: argparse.Namespace) -> int:
-    try:
-        options = options_from(args)
-    except ValueError as error:
-        return fail("train pldrllm", error)
-    refused = refuse_run_paths("train pldrllm", options)
-    if refused:
-        return refused
-    return run_in_folder(
-        "train pldrllm",
-        options.output_dir,
-        lambda: train_and_report(options),
-        overwrite=args.overwrite,
-        resume=bool(options.resume),
-    )
+    lines.append(f"{_sig(report.seconds_per_step)} s/step (train_runtime / steps)")
+    return lines

@@ -14,7 +14,7 @@ def test_train_diagnose_and_collapse_agree(tmp_path, capsys):
     )
     assert main(["train", "pldrllm", "--tiny", "--output-dir", str(run), *flags.split()]) == 0
     printed = capsys.readouterr().out
-    trained = json.loads((run / "train_report.json").read_text())["order_parameter_after"][
+    trained = json.loads((run / "train_report.json").read_text())["diagnostics"]["order_parameter_after"][
         "across_inputs_max_over_layers"
     ]["G_LM"]
     assert f"after {trained:.3g}" in printed and "across the calibration inputs" in printed

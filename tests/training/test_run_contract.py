@@ -1,0 +1,70 @@
+"""One contract for a training run: `train(options) -> RunReport` for both families, options resolved once."""
+
+import dataclasses
+import json
+
+import pytest
+
+from plldr_hf.models import FAMILIES
+from plldr_hf.training import RunReport, TrainOptions, TranslationOptions, train
+
+
+def test_both_option_classes_share_the_names_and_types_of_shared_settings():
+    # the same value type; `| None` where one family derives the value when it is not given (PLDR-LLM: from the
+    # size; AGF: the output folder from the position encoding, the step count from the epochs)
+    def value_type(spec):
+        return spec.type.removesuffix(" | None")
+
+    shared = {f.name: value_type(f) for f in dataclasses.fields(TrainOptions)}
+    other = {f.name: value_type(f) for f in dataclasses.fields(TranslationOptions)}
+    assert len(set(shared) & set(other)) >= 18
+    for name in set(shared) & set(other):
+        assert shared[name] == other[name], name
+    for name in ("gradient_accumulation_steps", "resume", "report_to", "seed", "output_dir", "no_progress", "bf16"):
+        assert name in shared and name in other, name
+    assert TrainOptions().resume == TranslationOptions().resume is None
+
+
+def test_options_are_resolved_once():
+    options = TrainOptions.from_name("tiny", output_dir="unused")
+    resolved = options.resolved()
+    assert not options.is_resolved and resolved.is_resolved and resolved is not options
+    assert resolved.resolved() is resolved  # a second resolution is no work and no copy
+    assert dataclasses.replace(resolved, max_steps=3).is_resolved is False  # a changed copy is checked again
+    translation = TranslationOptions.from_name("tiny").resolved()
+    assert translation.output_dir == "runs/agf-agf" and translation.resolved() is translation
+    with pytest.raises(ValueError, match="--wmt17-dir: .* is not a folder"):
+        TranslationOptions(dataset=["wmt17"], wmt17_dir="/no/such/folder").resolved()
+
+
+def test_one_train_serves_the_pldrllm_family_and_reports_in_its_fields(tmp_path):
+    options = TrainOptions.from_name(
+        "tiny",
+        output_dir=str(tmp_path),
+        max_steps=2,
+        eval_steps=0,
+        logging_steps=1,
+        max_train_documents=300,
+        vocab_size=4000,  # more than 300 documents offer: the tokenizer warns, and the report keeps the warning
+        report_to=["none"],
+        no_progress=True,
+    )
+    report = train(options)
+    assert isinstance(report, RunReport) and report.family == "pldrllm" and report.main_process
+    assert report.global_step == report.max_steps == 2 and report.model_class == "PldrllmForCausalLM"
+    assert report.vocab_size == len(report.tokenizer) < 4000
+    assert any("fewer than the 4000 asked for" in warning for warning in report.warnings), report.warnings
+    validation = report.scores["validation"]
+    assert validation["perplexity"] > 1 and validation["blocks"] == report.eval_examples > 0
+    assert set(report.diagnostics) == {"order_parameter_before", "order_parameter_after"}
+    saved = json.loads(report.path.read_text())
+    assert saved["scores"]["validation"] == validation
+    assert RunReport.load(tmp_path).to_dict() == json.loads(json.dumps(report.to_dict(), default=str))
+    assert saved["options"]["max_steps"] == 2 and "model" not in saved and "log_history" not in saved
+
+
+def test_every_family_trains_through_its_descriptor():
+    # `train` dispatches on the options' family to the descriptor's entry point; nothing else names the pipelines
+    assert {TrainOptions.FAMILY, TranslationOptions.FAMILY} == set(FAMILIES)
+    for family in FAMILIES.values():
+        assert family.train.function.__module__.startswith("plldr_hf.training.")

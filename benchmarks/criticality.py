@@ -92,13 +92,13 @@ def _order(report) -> dict:
 
 def prepare_tokenizer(size: str, out: Path) -> Path:
     """The size's tokenizer, trained once on the embedded corpus (seed 0) and shared by every cell of that size."""
-    from plldr_hf.training.causal_lm import prepare_tokenizer_and_data
     from plldr_hf.training.options import TrainOptions
+    from plldr_hf.training.run_data import prepare_tokenizer_and_data
 
     folder = out / "tokenizers" / size
     if not (folder / "tokenizer.json").exists():
         options = TrainOptions.from_name(size, output_dir=str(folder), seed=0).resolved()
-        tokenizer, _, _ = prepare_tokenizer_and_data(options)
+        tokenizer = prepare_tokenizer_and_data(options).tokenizer
         staging = folder.with_name(folder.name + ".partial")
         tokenizer.save_pretrained(staging)
         staging.rename(folder)

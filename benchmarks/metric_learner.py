@@ -30,7 +30,7 @@ def contenders(batch_train: int, batch_score: int):
 
     from plldr_hf import PldrllmConfig
     from plldr_hf.models.pldrllm.modeling_pldrllm import PldrllmAttention, metric_learner
-    from plldr_hf.training.options import model_fields
+    from plldr_hf.training.recipes import model_fields
 
     config = PldrllmConfig(vocab_size=32000, **model_fields("pldrllm", "110m"))
     attention = PldrllmAttention(config, 0)

@@ -192,7 +192,7 @@ EVAL_SETTINGS = dict(max_source_length=128, max_target_length=128, batch_size=64
 def score(model, tokenizer, raw, tokenized, budget: Budget) -> dict:
     """The ablation's scores of a model on both test sets: full teacher-forced accuracy and source gap, greedy BLEU
     and chrF of the fixed subset; plus the seconds it took."""
-    from plldr_hf.training.seq2seq import evaluate_translation
+    from plldr_hf.training.translation_trainer import evaluate_translation
 
     start = time.perf_counter()
     scores = {}
@@ -228,7 +228,7 @@ def score(model, tokenizer, raw, tokenized, budget: Budget) -> dict:
 
 def curve_point(model, tokenizer, raw, tokenized) -> dict:
     """Teacher-forced accuracy and source gap (%) on the in-domain BLEU subset: a cheap point of a training curve."""
-    from plldr_hf.training.seq2seq import evaluate_translation
+    from plldr_hf.training.translation_trainer import evaluate_translation
 
     full = evaluate_translation(
         model,
@@ -289,15 +289,15 @@ def run_one(
 
     from plldr_hf import AgfForConditionalGeneration
     from plldr_hf.training.callbacks import StepTimerCallback
-    from plldr_hf.training.recipes import build_agf_config, translation_training_arguments
+    from plldr_hf.training.recipes import agf_config, translation_training_arguments
+    from plldr_hf.training.tokenizers import translation_token_fields
     from plldr_hf.training.translation_trainer import TranslationTrainer
 
     torch.set_num_threads(budget.threads)
     tokenizer, raw, tokenized = prepare_data(budget, cache_dir)
     set_seed(seed)
-    config = build_agf_config(
-        tokenizer,
-        size="small",
+    config = agf_config(
+        "small",
         label_smoothing=budget.label_smoothing,
         d_model=budget.d_model,
         encoder_layers=budget.layers,
@@ -309,6 +309,7 @@ def run_one(
         dropout=budget.dropout,
         **VARIANTS[variant],
     )
+    config.update(translation_token_fields(tokenizer))
     model = AgfForConditionalGeneration(config)
     total_steps = steps or budget.steps
     run_dir = cache_dir / "runs" / f"{variant}-seed{seed}"

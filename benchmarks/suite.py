@@ -67,7 +67,8 @@ def small_sizes(mode: str) -> dict:
     torch."""
     if mode == "quick":
         return dict(generate_speed.QUICK)
-    from plldr_hf.training.options import PRESETS, model_fields
+    from plldr_hf.training.options import PRESETS
+    from plldr_hf.training.recipes import model_fields
 
     return dict(model_fields("pldrllm", "small"), vocab_size=PRESETS["pldrllm"]["small"]["run"]["vocab_size"])
 

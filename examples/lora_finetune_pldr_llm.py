@@ -81,7 +81,7 @@ def main(argv=None) -> int:
 
     import plldr_hf  # noqa: F401  (registers model_type "pldrllm" with the Auto classes)
     from plldr_hf.evaluation import perplexity_from_metrics
-    from plldr_hf.training.causal_lm import order_parameters
+    from plldr_hf.models.pldrllm.diagnostics import order_parameters
     from plldr_hf.training.corpus import load_text_corpus
     from plldr_hf.training.options import TrainOptions, parse_dag_weights
     from plldr_hf.training.preprocessing import pack_into_blocks

@@ -35,7 +35,7 @@ def main(argv=None) -> int:
     import plldr_hf  # noqa: F401  (registers model_type "agf" with the Auto classes)
     from plldr_hf.training.options import TranslationOptions
     from plldr_hf.training.run import train
-    from plldr_hf.training.seq2seq import evaluate_translation, format_scores
+    from plldr_hf.training.translation_trainer import evaluate_translation, format_scores
 
     output_dir = args.output_dir or f"runs/example-agf-{args.position}{'-pcmv' if args.pcmv else ''}"
     # 1. every setting of the run: a preset (the CPU smoke run, or a named size) with what this script changes;

@@ -232,7 +232,7 @@ def _pldr_and_llama(sizes: dict, device: str):
 
     from benchmarks.generate_speed import llama_config
     from plldr_hf import PldrllmConfig, PldrllmForCausalLM
-    from plldr_hf.training.options import model_fields
+    from plldr_hf.training.recipes import model_fields
 
     fields = model_fields("pldrllm", sizes["preset"])
     torch.manual_seed(0)
@@ -356,7 +356,7 @@ def stage_metric_learner(device: str, sizes: dict) -> dict:
 
     from plldr_hf import PldrllmConfig
     from plldr_hf.models.pldrllm.modeling_pldrllm import PldrllmAttention, metric_learner
-    from plldr_hf.training.options import model_fields
+    from plldr_hf.training.recipes import model_fields
 
     sync, _, _ = _device_tools(device)
     config = PldrllmConfig(vocab_size=sizes["vocab"], **model_fields("pldrllm", sizes["preset"]))
@@ -404,7 +404,7 @@ def stage_agf_flex(device: str, sizes: dict) -> dict:
     import torch
 
     from plldr_hf import AgfConfig, AgfForConditionalGeneration
-    from plldr_hf.training.options import model_fields
+    from plldr_hf.training.recipes import model_fields
 
     sync, reset_peak, peak_mib = _device_tools(device)
     lengths = sizes["agf_lengths"]

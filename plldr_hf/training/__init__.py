@@ -6,7 +6,8 @@
 - `tokenizers`: SentencePiece tokenizers for both families; `preprocessing`: packing and seq2seq features;
 - `recipes`: model configs of the named sizes and the `TrainingArguments` of each family's recipe;
 - `causal_lm`: the PLDR-LLM pipeline, with `trainer` (`PldrTrainer`), `callbacks` and `checkpoints`;
-- `seq2seq`: the AGF pipeline and `evaluate_translation` with `Seq2SeqTrainer`;
+- `run_data`: a run's data (corpus → tokenizer → model inputs) for both families;
+- `seq2seq`: the AGF pipeline; `translation_trainer`: its `Seq2SeqTrainer` and `evaluate_translation`;
 - `distributed`: FSDP2 settings and sharding helpers.
 
 `run` and `options` import only the standard library; the other submodules import torch and transformers and are

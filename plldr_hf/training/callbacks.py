@@ -1,4 +1,5 @@
-"""Trainer callbacks for PLDR-LLM training: clipping by value, step timing and the progress bar.
+"""Trainer callbacks of both families' runs: clipping by value, step timing, a time budget, the order parameters of a
+PLDR-LLM before and after training, and the progress bar (`add_run_callbacks` installs a run's set).
 
 The DAG-weight schedule is not a callback: `PldrTrainer(dag_schedule=DagSchedule(...))` owns it and passes each
 step's weights into the forward calls (`plldr_hf.training.trainer`).
@@ -6,7 +7,11 @@ step's weights into the forward calls (`plldr_hf.training.trainer`).
 
 from __future__ import annotations
 
+import json
+import logging
 import time
+from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 from transformers import TrainerCallback
@@ -16,9 +21,16 @@ from transformers.trainer_callback import PrinterCallback, ProgressCallback
 __all__ = [
     "ClipGradValueCallback",
     "LossProgressCallback",
+    "OrderParameterCallback",
+    "RunCallbacks",
     "StepTimerCallback",
+    "TestScoresCallback",
+    "TimeBudgetCallback",
+    "add_run_callbacks",
     "use_progress_bar",
 ]
+
+logger = logging.getLogger(__name__)
 
 
 class ClipGradValueCallback(TrainerCallback):
@@ -142,3 +154,120 @@ def use_progress_bar(trainer, enabled: bool = True, desc: str | None = None) -> 
     trainer.remove_callback(PrinterCallback)
     if enabled:
         trainer.add_callback(LossProgressCallback(desc))
+
+
+class OrderParameterCallback(TrainerCallback):
+    """The order parameters of a PLDR-LLM with a learned G (`plldr_hf.models.pldrllm.diagnostics.order_parameters`)
+    before the first step (`before`) and after the last (`after`), measured on the main process.
+
+    The untrained model's values are kept in `init_file`, so a resumed run (`resumed=True`) reports the values of
+    the run's start instead of measuring the checkpoint. The measurement restores the random-number state it found,
+    so the run trains exactly as without it. Under FSDP the parameters are sharded across processes and one process
+    cannot run the model alone: nothing is measured, and the log says so.
+    """
+
+    def __init__(self, init_file, resumed: bool = False):
+        self.init_file = Path(init_file)
+        self.resumed = resumed
+        self.before = self.after = None
+
+    def _measure(self, args, model):
+        from plldr_hf.models.pldrllm.diagnostics import order_parameters
+
+        if args.fsdp:
+            logger.warning("order parameters not measured: the model is sharded with FSDP")
+            return None
+        cpu = torch.get_rng_state()
+        cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None
+        try:
+            return order_parameters(model)
+        finally:
+            torch.set_rng_state(cpu)
+            if cuda is not None:
+                torch.cuda.set_rng_state_all(cuda)
+
+    def on_train_begin(self, args, state, control, model=None, **kwargs):
+        if not state.is_world_process_zero:
+            return
+        if self.resumed:
+            self.before = json.loads(self.init_file.read_text()) if self.init_file.exists() else None
+            return
+        self.before = self._measure(args, model)
+        self.init_file.write_text(json.dumps(self.before))
+
+    def on_train_end(self, args, state, control, model=None, **kwargs):
+        if state.is_world_process_zero:
+            self.after = self._measure(args, model)
+
+
+class TestScoresCallback(TrainerCallback):
+    """Scores a translator on its test splits when training ends (`plldr_hf.training.translation_trainer.evaluate_translation`:
+    BLEU, chrF against the raw references, token accuracy, loss), prints each table and writes
+    `<split>_results.json` (main process). `splits`: name → (raw split, its tokenised rows); `settings`: the keyword
+    arguments of `evaluate_translation`. The scores are in `scores` afterwards."""
+
+    def __init__(self, splits: dict, output_dir, **settings):
+        self.splits = splits
+        self.output_dir = Path(output_dir)
+        self.settings = settings
+        self.scores: dict = {}
+
+    def on_train_end(self, args, state, control, model=None, processing_class=None, **kwargs):
+        from plldr_hf.training.translation_trainer import evaluate_translation, format_scores
+
+        # Trainer wrote use_cache=False into the config for training (gradient checkpointing turns the cache off)
+        model.config.use_cache = True
+        for split, (raw, tokenized) in self.splits.items():
+            scores = evaluate_translation(
+                model,
+                processing_class,
+                raw,
+                tokenized=tokenized,
+                desc=split,
+                batch_size=args.per_device_eval_batch_size,
+                bf16=args.bf16,
+                disable_tqdm=args.disable_tqdm,
+                **self.settings,
+            )
+            self.scores[split] = scores
+            if state.is_world_process_zero:
+                saved = {k: v for k, v in scores.items() if k != "hypotheses"}
+                path = self.output_dir / f"{split}_results.json"
+                path.write_text(json.dumps(saved, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+                print(format_scores(scores, title=f"{split} ({len(raw)} segments)"))
+
+
+@dataclass
+class RunCallbacks:
+    """The callbacks `add_run_callbacks` installed that a run reads back afterwards."""
+
+    timer: StepTimerCallback
+    order_parameters: OrderParameterCallback | None = None
+    test_scores: TestScoresCallback | None = None
+
+
+def add_run_callbacks(
+    trainer,
+    *,
+    clip_by_value: bool = False,
+    progress: bool = True,
+    desc: str | None = None,
+    order_parameter_file=None,
+    resumed: bool = False,
+    test_scores: TestScoresCallback | None = None,
+) -> RunCallbacks:
+    """Installs the callbacks of a training run on `trainer`: step timing, clipping by value 1.0 (the PLDR-LLM
+    reference recipe), the order parameters before and after (`order_parameter_file`: a PLDR-LLM with a learned G),
+    the test scores at the end (`test_scores`: a translator) and the progress display (`use_progress_bar`)."""
+    installed = RunCallbacks(timer=StepTimerCallback())
+    trainer.add_callback(installed.timer)
+    if clip_by_value:
+        trainer.add_callback(ClipGradValueCallback(1.0))
+    if order_parameter_file is not None:
+        installed.order_parameters = OrderParameterCallback(order_parameter_file, resumed=resumed)
+        trainer.add_callback(installed.order_parameters)
+    if test_scores is not None:
+        installed.test_scores = test_scores
+        trainer.add_callback(test_scores)
+    use_progress_bar(trainer, progress, desc)
+    return installed

@@ -11,7 +11,7 @@ what the tests do.
 from __future__ import annotations
 
 
-__all__ = ["fsdp_config", "full_state_dict", "shard_model", "sharding_units"]
+__all__ = ["fsdp_arguments", "fsdp_config", "full_state_dict", "shard_model", "sharding_units"]
 
 
 def sharding_units(model) -> list:
@@ -41,6 +41,32 @@ def fsdp_config(model_or_layer_classes, **overrides) -> dict:
     }
     config.update(overrides)
     return config
+
+
+def decoder_layer_classes(config) -> list[str]:
+    """The class names of one FSDP unit of the model a config builds: the family's decoder layer, or Llama's for
+    the comparison baseline (which has the same unit)."""
+    from plldr_hf.models import FAMILIES
+
+    if config.model_type in FAMILIES:
+        return [FAMILIES[config.model_type].decoder_layer_class.__name__]
+    from transformers import LlamaPreTrainedModel
+
+    return list(LlamaPreTrainedModel._no_split_modules)
+
+
+def fsdp_arguments(config) -> dict:
+    """The `TrainingArguments` fields that shard the model of `config` with FSDP2: full shard, one decoder layer per
+    unit, full state dict. GPUs only: accelerate shards on accelerator devices, and on CPUs several processes
+    train with DDP."""
+    import torch
+
+    if not torch.cuda.is_available():
+        raise ValueError(
+            "--fsdp needs GPUs: accelerate shards only on accelerator devices, and on CPUs several processes train "
+            "with DDP; drop --fsdp and run under torchrun (gloo)"
+        )
+    return {"fsdp": True, "fsdp_config": fsdp_config(decoder_layer_classes(config))}
 
 
 def shard_model(model, mesh=None, reshard_after_forward: bool = True):

@@ -102,15 +102,6 @@ PRESETS: dict[str, dict[str, dict]] = {
 }  # fmt: skip
 
 
-def model_fields(family: str, size: str) -> dict:
-    """The model config fields of a named size (`PRESETS[family][size]["model"]`, following a size it names)."""
-    sizes = PRESETS[family]
-    if size not in sizes:
-        raise ValueError(f"unknown {family} size {size!r}; choose one of {sorted(sizes)}")
-    model = sizes[size]["model"]
-    return dict(sizes[model]["model"] if isinstance(model, str) else model)
-
-
 def is_wmt17(dataset) -> bool:
     """Whether a `dataset` option (a name or a list of one) names the Hub's WMT17 (`wmt17`, `wmt/wmt17`)."""
     names = [dataset] if isinstance(dataset, str) else list(dataset or [])

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from datasets import Dataset, DatasetDict
 
 
-__all__ = ["pack_into_blocks", "split_into_documents", "preprocess_translation"]
+__all__ = ["pack_into_blocks", "preprocess_translation", "split_into_documents", "training_collator"]
 
 
 def _document_tokenizer(tokenizer, block_size: int):
@@ -108,7 +108,8 @@ def preprocess_translation(
     """Tokenises `translation` pairs into `input_ids`, `attention_mask` and `labels` (truncated, `</s>` kept).
 
     Order is preserved, so row i of the result belongs to row i of `dataset` (the raw references used for BLEU).
-    Pad and shift are left to `DataCollatorForSeq2Seq` and the model.
+    Pad and shift are left to `DataCollatorForSeq2Seq` and the model. The tokenizer keeps no truncation or padding
+    state from these calls (a saved `tokenizer.json` would carry it).
 
     `drop_long=True` removes the pairs whose source or target does not fit the limits instead of truncating them
     (for training: a truncated target still ends in `</s>`, which teaches the model to stop mid-sentence); the row
@@ -139,4 +140,29 @@ def preprocess_translation(
     if "translation" not in columns:
         raise ValueError(f"expected a 'translation' column, found {columns}")
     tokenized = dataset.map(tokenize, batched=True, remove_columns=columns, num_proc=num_proc, desc=desc)
+    _reset_call_state(tokenizer)
     return tokenized.filter(fits, num_proc=num_proc, desc="Dropping long pairs") if drop_long else tokenized
+
+
+def _reset_call_state(tokenizer) -> None:
+    """A fast tokenizer keeps the truncation and padding of its last call in its backend (and writes them into
+    `tokenizer.json`): whether preprocessing ran or came from the datasets cache would change the saved file, and
+    the plain `tokenizers` library would then truncate every text. The tokenizer is left as it was found."""
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is not None:
+        backend.no_truncation()
+        backend.no_padding()
+
+
+def training_collator(padding_free: bool, tokenizer=None):
+    """Fixed packed blocks stacked as they are (transformers' `DataCollatorForLanguageModeling(mlm=False)`: labels
+    = inputs, the model shifts them), or (`padding_free`) one document per example concatenated into one row with
+    restarting `position_ids` (`DataCollatorWithFlattening`): no padding at all, and the model keeps the documents
+    apart (their own Gram matrix and attention)."""
+    from transformers import DataCollatorForLanguageModeling, DataCollatorWithFlattening
+
+    if padding_free:
+        return DataCollatorWithFlattening(return_tensors="pt")
+    if tokenizer is None:
+        raise ValueError("training_collator: packed blocks need the tokenizer (its pad id marks no label)")
+    return DataCollatorForLanguageModeling(tokenizer, mlm=False, return_tensors="pt")

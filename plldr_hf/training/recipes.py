@@ -10,7 +10,7 @@ PLDR-LLM:
 
 AGF translation Transformer:
 
-- `build_agf_config` (the sizes of `PRESETS["agf"]`); the named position variants of the paper's
+- `agf_config` (the sizes of `PRESETS["agf"]`), `translation_recipe`; the named position variants of the paper's
   comparison are `plldr_hf.models.agf.position_encodings.POSITION_VARIANTS`;
 - `translation_arguments_of(options)` (and `translation_training_arguments`, the default options) — Adam (β₂ 0.98, ε 1e-9), inverse-square-root decay after a linear warm-up
   (Vaswani et al., arXiv 1706.03762, §5).
@@ -23,23 +23,26 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
-from plldr_hf.training.options import PRESETS, TranslationOptions, model_fields
+from plldr_hf.training.options import PRESETS, TrainOptions, TranslationOptions
 
 
 if TYPE_CHECKING:
-    from transformers import PreTrainedTokenizerBase, Seq2SeqTrainingArguments
+    from transformers import PretrainedConfig, Seq2SeqTrainingArguments, TrainingArguments
 
     from plldr_hf.models.agf import AgfConfig
 
 
 __all__ = [
+    "agf_config",
     "bf16_available",
-    "build_agf_config",
+    "causal_lm_recipe",
     "llama_config_like",
+    "model_fields",
     "pldrllm_config",
     "reference_training_arguments",
     "seconds_per_step",
     "translation_arguments_of",
+    "translation_recipe",
     "translation_training_arguments",
 ]
 
@@ -58,6 +61,46 @@ def _default_report_to() -> list[str] | str:
     except ImportError:
         return "none"
     return ["tensorboard"]
+
+
+def model_fields(family: str, size: str) -> dict:
+    """The model config fields of a named size (`PRESETS[family][size]["model"]`, following a size it names)."""
+    sizes = PRESETS[family]
+    if size not in sizes:
+        raise ValueError(f"unknown {family} size {size!r}; choose one of {sorted(sizes)}")
+    model = sizes[size]["model"]
+    return dict(sizes[model]["model"] if isinstance(model, str) else model)
+
+
+def causal_lm_recipe(options: TrainOptions) -> tuple[TrainingArguments, PretrainedConfig]:
+    """What a PLDR-LLM run (or its Llama baseline) is built from: its `TrainingArguments` (the reference recipe with
+    the options' values; FSDP2 with `fsdp`) and the model config of its size, with the vocabulary asked for (the run
+    sets the tokenizer's own size once it has one). Creating the arguments sets up the distributed state
+    (torchrun / accelerate launch), so a run asks for them before it reads data."""
+    config = pldrllm_config(
+        options.size, options.vocab_size, max_position_embeddings=options.block_size, dag_loss_form=options.dag_form
+    )
+    if options.architecture == "llama":
+        config = llama_config_like(config)
+    args = reference_training_arguments(
+        str(options.output_dir),
+        max_steps=options.max_steps,
+        learning_rate=options.learning_rate,
+        warmup_steps=options.warmup_steps,
+        per_device_train_batch_size=options.batch_size,
+        gradient_accumulation_steps=options.gradient_accumulation_steps,
+        clip_by=options.clip_by,
+        bf16=options.bf16,
+        logging_steps=options.logging_steps,
+        eval_steps=options.eval_steps if options.eval_steps is not None else max(1, options.max_steps // 5),
+        save_steps=options.save_steps,
+        save_total_limit=options.save_total_limit,
+        report_to=options.report_to or "none",
+        seed=options.seed,
+        disable_tqdm=options.no_progress,
+        fsdp_for=config if options.fsdp else None,
+    )
+    return args, config
 
 
 def pldrllm_config(
@@ -132,6 +175,7 @@ def reference_training_arguments(
     save_total_limit: int | None = 2,
     report_to: str | list[str] = "none",
     seed: int = 0,
+    fsdp_for: PretrainedConfig | None = None,
     **overrides,
 ):
     """`TrainingArguments` with the reference recipe (github.com/burcgokden/PLDR-LLM-Self-Organized-Criticality; arXiv 2603.23539) as defaults.
@@ -142,7 +186,8 @@ def reference_training_arguments(
     it. `clip_by="value"` turns Trainer's norm clipping off (`max_grad_norm=0`) for `ClipGradValueCallback(1.0)`;
     `"norm"` clips by norm 1.0. On CPU with several processes (torchrun) DDP uses gloo.
 
-    `warmup_steps=None` takes 10 % of `max_steps`, at most the reference's 2000.
+    `warmup_steps=None` takes 10 % of `max_steps`, at most the reference's 2000. `fsdp_for`: shard the model of
+    this config with FSDP2, one decoder layer per unit (`distributed.fsdp_arguments`; GPUs only).
     """
     import torch
     from transformers import TrainingArguments
@@ -188,6 +233,10 @@ def reference_training_arguments(
         # multi-process CPU DDP (torchrun) needs both, otherwise every process trains alone (accelerate reads both from the launcher's environment)
         kwargs.update(use_cpu=True, ddp_backend="gloo")
     kwargs.update(overrides)
+    if fsdp_for is not None:
+        from plldr_hf.training.distributed import fsdp_arguments
+
+        kwargs.update(fsdp_arguments(fsdp_for))
     return TrainingArguments(**kwargs)
 
 
@@ -262,18 +311,17 @@ def translation_training_arguments(output_dir: str | os.PathLike, **overrides) -
     return translation_arguments_of(TranslationOptions(output_dir=str(output_dir)), **overrides)
 
 
-def build_agf_config(
-    tokenizer: PreTrainedTokenizerBase,
+def agf_config(
     size: str = "base",
     position_encoding: str = "agf",
     pcmv: bool = False,
     label_smoothing: float = 0.1,
     **overrides,
 ) -> AgfConfig:
-    """An `AgfConfig` of a named size whose vocabulary and special-token ids come from `tokenizer`.
+    """An `AgfConfig` of a named size and position handling. Its vocabulary and special-token ids are the
+    tokenizer's: `config.update(tokenizers.translation_token_fields(tokenizer))` once there is one.
 
     Args:
-        tokenizer: the joint tokenizer (sets `vocab_size`, pad / bos / eos ids; decoding starts with `<s>`).
         size: a key of `PRESETS["agf"]`.
         position_encoding: `AgfConfig.position_encoding`.
         pcmv: `AgfConfig.pcmv` (needs `position_encoding="agf"`).
@@ -286,18 +334,27 @@ def build_agf_config(
     unknown = sorted(set(overrides) - set(AgfConfig().to_dict()))
     if unknown:
         raise ValueError(f"AgfConfig has no field {', '.join(unknown)} (given as a model override, e.g. --set)")
-    for name in ("pad_token_id", "bos_token_id", "eos_token_id"):
-        if getattr(tokenizer, name) is None:
-            raise ValueError(f"the tokenizer has no {name[:-3]}; translation needs <pad>, <s> and </s> tokens")
-    fields.update(
-        vocab_size=len(tokenizer),
-        position_encoding=position_encoding,
-        pcmv=pcmv,
-        label_smoothing=label_smoothing,
-        pad_token_id=tokenizer.pad_token_id,
-        bos_token_id=tokenizer.bos_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-        decoder_start_token_id=tokenizer.bos_token_id,
-    )
-    fields.update(overrides)
+    fields.update(position_encoding=position_encoding, pcmv=pcmv, label_smoothing=label_smoothing, **overrides)
     return AgfConfig(**fields)
+
+
+def translation_recipe(options: TranslationOptions) -> tuple[Seq2SeqTrainingArguments, AgfConfig]:
+    """What an AGF translation run is built from: its `Seq2SeqTrainingArguments` (`translation_arguments_of`) and
+    the model config of its size and position handling (the tokenizer's vocabulary and ids are set once the run
+    has one: `tokenizers.translation_token_fields`). Label smoothing belongs to the model (`options.label_smoothing`), so a
+    `label_smoothing_factor` trainer argument is refused."""
+    args = translation_arguments_of(options)
+    if args.label_smoothing_factor:
+        raise ValueError(
+            f"label_smoothing_factor={args.label_smoothing_factor} would smooth the loss twice; set the model's "
+            "label smoothing instead (--label-smoothing, TranslationOptions.label_smoothing: the model computes the "
+            "smoothed loss)"
+        )
+    config = agf_config(
+        options.size,
+        options.position_encoding,
+        options.pcmv,
+        label_smoothing=options.label_smoothing,
+        **options.model_overrides,
+    )
+    return args, config

@@ -27,6 +27,7 @@ __all__ = [
     "SPECIAL_TOKENS",
     "USER_PIECES",
     "train_sentencepiece_tokenizer",
+    "translation_token_fields",
     "tokenizer_from_sentencepiece",
     "train_joint_tokenizer",
 ]
@@ -221,3 +222,18 @@ def train_joint_tokenizer(
         single=f"$A {eos}", pair=f"$A {eos} $B {eos}", special_tokens=[(eos, tokenizer.token_to_id(eos))]
     )
     return PreTrainedTokenizerFast(tokenizer_object=tokenizer, model_max_length=model_max_length, **SPECIAL_TOKENS)
+
+
+def translation_token_fields(tokenizer) -> dict:
+    """The translator's config fields that its joint tokenizer decides: the vocabulary size and the pad, bos and eos
+    ids, decoding starting with `<s>`."""
+    for name in ("pad_token_id", "bos_token_id", "eos_token_id"):
+        if getattr(tokenizer, name) is None:
+            raise ValueError(f"the tokenizer has no {name[:-3]}; translation needs <pad>, <s> and </s> tokens")
+    return {
+        "vocab_size": len(tokenizer),
+        "pad_token_id": tokenizer.pad_token_id,
+        "bos_token_id": tokenizer.bos_token_id,
+        "eos_token_id": tokenizer.eos_token_id,
+        "decoder_start_token_id": tokenizer.bos_token_id,
+    }

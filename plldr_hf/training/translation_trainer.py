@@ -5,18 +5,26 @@ evaluation needs.
   loss whatever the batching), the source-use diagnostic on every evaluation, length-bucketed training batches;
 - `LengthBucketSampler`: batches of similar length in random order;
 - `build_compute_metrics`: token accuracy, and BLEU / chrF (sacrebleu) when generating;
-- `wrong_source`: the targets paired with other rows' sources (the source-use diagnostic).
+- `wrong_source`: the targets paired with other rows' sources (the source-use diagnostic);
+- `evaluate_translation`: a model's scores on one raw split through `TranslationTrainer.predict` (the AGF
+  family's `evaluate` entry point, `plldr-hf evaluate`, the test scores at the end of a run); `format_scores`: its
+  table.
 """
 
 from __future__ import annotations
 
+import math
+import tempfile
+from typing import Any
+
 import numpy as np
 import torch
 import torch.nn.functional as F
-from transformers import PreTrainedTokenizerBase, Seq2SeqTrainer
+from transformers import DataCollatorForSeq2Seq, PreTrainedTokenizerBase, Seq2SeqTrainer, Seq2SeqTrainingArguments
 from transformers.trainer_pt_utils import LengthGroupedSampler, get_length_grouped_indices
 
 from plldr_hf.evaluation import token_accuracy_counts, translation_scores
+from plldr_hf.training.preprocessing import preprocess_translation
 
 
 __all__ = [
@@ -24,6 +32,8 @@ __all__ = [
     "LengthBucketSampler",
     "TranslationTrainer",
     "build_compute_metrics",
+    "evaluate_translation",
+    "format_scores",
     "pair_lengths",
     "predictions_of",
     "token_predictions",
@@ -222,3 +232,139 @@ def build_compute_metrics(tokenizer: PreTrainedTokenizerBase):
         return metrics
 
     return compute_metrics
+
+
+def evaluate_translation(
+    model,
+    tokenizer: PreTrainedTokenizerBase,
+    data,
+    *,
+    source_lang: str = "en",
+    target_lang: str = "de",
+    max_source_length: int = 128,
+    max_target_length: int = 128,
+    batch_size: int = 32,
+    num_beams: int = 4,
+    max_length: int | None = None,
+    bf16: bool = False,
+    tokenized=None,
+    desc: str = "test",
+    disable_tqdm: bool = False,
+    generate: bool = True,
+) -> dict[str, Any]:
+    """Scores a model on one raw `translation` split: BLEU and chrF of its translations against the raw references,
+    and teacher-forced token accuracy and cross-entropy on the tokenised references.
+
+    Runs through `TranslationTrainer.predict`, so it batches, shows a progress bar and works under `torchrun`. The
+    cross-entropy is evaluated without label smoothing.
+
+    Args:
+        model: an `AgfForConditionalGeneration` (any seq2seq model with `generate` works).
+        tokenizer: its tokenizer.
+        data: the raw split, a `translation` column with `source_lang` and `target_lang`.
+        source_lang: source language key.
+        target_lang: target language key; its raw strings are the BLEU / chrF references.
+        max_source_length: source truncation.
+        max_target_length: reference truncation for accuracy and loss.
+        batch_size: evaluation batch size per device.
+        num_beams: beam size.
+        max_length: most generated target tokens (default: `max_target_length`).
+        bf16: bf16 autocast.
+        tokenized: `data` already passed through `preprocess_translation` (row order unchanged).
+        desc: name of the split in logs and metric keys.
+        disable_tqdm: no progress bar.
+        generate: False skips decoding: only accuracy and loss (a teacher-forced pass, much cheaper).
+
+    Returns:
+        `{"bleu", "chrf", "bleu_signature", "chrf_signature", "accuracy", "wrong_source_accuracy", "source_gap",
+        "loss", "perplexity", "segments", "target_tokens", "num_beams", "hypotheses"}` (without the BLEU / chrF entries and hypotheses when
+        `generate=False`); `loss` is the token-level cross-entropy over all target tokens (batch-independent).
+    """
+    if len(data) == 0:
+        raise ValueError(f"the {desc} split is empty")
+    if tokenized is None:
+        tokenized = preprocess_translation(
+            data,
+            tokenizer,
+            source_lang,
+            target_lang,
+            max_source_length=max_source_length,
+            max_target_length=max_target_length,
+        )
+    max_length = max_length or max_target_length
+    smoothing = getattr(model.config, "label_smoothing", 0.0)
+    model.config.label_smoothing = 0.0
+    try:
+        with tempfile.TemporaryDirectory(prefix="plldr_hf_eval_") as tmp:
+            eval_args = Seq2SeqTrainingArguments(
+                output_dir=tmp,
+                per_device_eval_batch_size=batch_size,
+                predict_with_generate=generate,
+                report_to="none",
+                bf16=bf16,
+                disable_tqdm=disable_tqdm,
+                use_cpu=not torch.cuda.is_available(),
+            )
+            trainer = TranslationTrainer(
+                model=model,
+                args=eval_args,
+                processing_class=tokenizer,
+                data_collator=DataCollatorForSeq2Seq(tokenizer, model=model, label_pad_token_id=IGNORE_INDEX),
+            )
+            output = trainer.predict(tokenized, metric_key_prefix=desc, max_length=max_length + 1, num_beams=num_beams)
+            wrong = trainer.source_use(tokenized) if len(tokenized) > 1 else None
+    finally:
+        model.config.label_smoothing = smoothing
+    generated, teacher_forced, row_nll = predictions_of(output.predictions)
+    correct, total = token_accuracy_counts(teacher_forced, output.label_ids, IGNORE_INDEX)
+    loss = float(np.sum(row_nll, dtype=np.float64) / max(total, 1))
+    accuracy = correct / max(total, 1)
+    result = {
+        "accuracy": accuracy,
+        # the source-use diagnostic (`wrong_source`): accuracy with every target paired with another row's source
+        "wrong_source_accuracy": wrong,
+        "source_gap": None if wrong is None else accuracy - wrong,
+        "loss": loss,
+        "perplexity": math.exp(min(loss, 50.0)),
+        "segments": len(data),
+        "target_tokens": total,
+    }
+    if not generate:
+        return result
+    pad = tokenizer.pad_token_id
+    hypotheses = tokenizer.batch_decode(np.where(generated < 0, pad, generated), skip_special_tokens=True)
+    references = [pair[target_lang] for pair in data["translation"]]
+    scores = translation_scores(hypotheses, references)
+    return {
+        "bleu": scores["bleu"],
+        "chrf": scores["chrf"],
+        **result,
+        "bleu_signature": scores["bleu_signature"],
+        "chrf_signature": scores["chrf_signature"],
+        "num_beams": num_beams,
+        "length_penalty": getattr(model.generation_config, "length_penalty", 1.0) if num_beams > 1 else None,
+        "hypotheses": hypotheses,
+    }
+
+
+def format_scores(scores: dict[str, Any], title: str = "") -> str:
+    """A small plain-text table of one `evaluate_translation` result, with the sacrebleu signatures."""
+    rows = [
+        ("BLEU", f"{scores['bleu']:.2f}", scores["bleu_signature"]),
+        ("chrF", f"{scores['chrf']:.2f}", scores["chrf_signature"]),
+        ("accuracy", f"{100 * scores['accuracy']:.2f}%", f"teacher-forced, {scores['target_tokens']} target tokens"),
+        ("loss", f"{scores['loss']:.4f}", f"perplexity {scores['perplexity']:.2f}"),
+    ]
+    if scores.get("source_gap") is not None:
+        rows.append(
+            (
+                "src gap",
+                f"{100 * scores['source_gap']:.2f}",
+                f"accuracy points lost with a wrong source ({100 * scores['wrong_source_accuracy']:.2f}%): how much "
+                "the model uses its source",
+            )
+        )
+    width = max(len(r[1]) for r in rows)
+    lines = [title] if title else []
+    lines += [f"  {name:<9} {value:>{width}}  {note}" for name, value, note in rows]
+    return "\n".join(lines)

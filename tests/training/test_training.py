@@ -536,16 +536,14 @@ def test_padding_free_batches_give_the_padded_loss_and_train_from_the_cli(shakes
     from transformers import DataCollatorForLanguageModeling
 
     from plldr_hf.cli import main
-    from plldr_hf.training.causal_lm import training_collator
     from plldr_hf.training.corpus import load_text_corpus
-    from plldr_hf.training.options import TrainOptions
-    from plldr_hf.training.preprocessing import split_into_documents
+    from plldr_hf.training.preprocessing import split_into_documents, training_collator
 
     corpus = load_text_corpus()
     documents = split_into_documents(corpus["validation"].select(range(40)), shakespeare_tokenizer, 48)
     features = [documents[i] for i in range(6)]
     assert len({len(f["input_ids"]) for f in features}) > 1  # documents of different lengths
-    flat = training_collator(TrainOptions(padding_free=True))(features)
+    flat = training_collator(padding_free=True)(features)
     assert flat["input_ids"].shape[0] == 1 and "attention_mask" not in flat
     # right padding, as for training: with left padding the last pad position would predict each row's first token
     right = copy.deepcopy(shakespeare_tokenizer)

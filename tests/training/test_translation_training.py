@@ -15,9 +15,13 @@ from plldr_hf.training.options import TranslationOptions
 from plldr_hf.training.preprocessing import preprocess_translation
 from plldr_hf.training.recipes import translation_arguments_of, translation_training_arguments
 from plldr_hf.training.run import RunReport, train
-from plldr_hf.training.seq2seq import evaluate_translation, format_scores
 from plldr_hf.training.tokenizers import train_joint_tokenizer
-from plldr_hf.training.translation_trainer import LengthBucketSampler, wrong_source
+from plldr_hf.training.translation_trainer import (
+    LengthBucketSampler,
+    evaluate_translation,
+    format_scores,
+    wrong_source,
+)
 
 
 PAIRS = [

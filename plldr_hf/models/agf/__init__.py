@@ -75,7 +75,7 @@ FAMILY = ModelFamily(
     ),
     pipelines={"translation": AgfTranslationPipeline},
     train=EntryPoint("plldr_hf.training.seq2seq:train_translation"),
-    evaluate=EntryPoint("plldr_hf.training.seq2seq:evaluate_translation"),
+    evaluate=EntryPoint("plldr_hf.training.translation_trainer:evaluate_translation"),
     lora_target_modules=("q_proj", "v_proj"),
 )
 

@@ -19,7 +19,7 @@ their choices from it. The module imports only the standard library, so the comm
 from dataclasses import dataclass
 
 
-__all__ = ["POSITION_ENCODINGS", "POSITION_VARIANTS", "PositionEncodingInfo"]
+__all__ = ["POSITION_ENCODINGS", "POSITION_VARIANTS", "PositionEncodingInfo", "variant_label"]
 
 
 @dataclass(frozen=True)
@@ -84,3 +84,18 @@ POSITION_VARIANTS: dict[str, tuple[str, dict]] = {
         },
     ),
 }
+
+
+def variant_label(position_encoding: str, pcmv: bool = False, overrides: dict | None = None) -> str:
+    """The display name of a model's position handling: its named variant's (`POSITION_VARIANTS`) when the fields
+    match one, else the encoding's name (with "+ PCM-V")."""
+    overrides = overrides or {}
+    for label, fields in POSITION_VARIANTS.values():
+        extra = {k: v for k, v in fields.items() if k not in ("position_encoding", "pcmv")}
+        if (
+            fields["position_encoding"] == position_encoding
+            and fields.get("pcmv", False) == pcmv
+            and all(overrides.get(k) == v for k, v in extra.items())
+        ):
+            return label
+    return position_encoding + (" + PCM-V" if pcmv else "")

@@ -57,6 +57,7 @@ the released fixed-G format (`custom_G_type`, no PLGA tensors) A_P is unknown an
 """
 
 import json
+import logging
 import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -73,6 +74,8 @@ from plldr_hf.models.pldrllm.dag import dag_loss
 
 
 FP32_EPS = torch.finfo(torch.float32).eps
+
+_logger = logging.getLogger(__name__)
 
 
 def singular_value_spectrum(a: torch.Tensor) -> torch.Tensor:
@@ -470,9 +473,36 @@ __all__ = [
     "dag_values_per_layer",
     "deductive_outputs",
     "diagnose",
+    "order_parameters",
     "perron_frobenius",
     "rank_one_audit",
     "rope_commutant_projection",
     "rope_commutant_residual",
     "singular_value_spectrum",
 ]
+
+
+def order_parameters(model, calibration=None, new_tokens: int = 16) -> dict | None:
+    """Order parameters of A, A_LM, A_P, G_LM from `diagnose` (the model is not changed), as training reports them.
+
+    Both are the SOC statistic RMSE(x − x_ref)/|mean(x_ref)| per layer, **maximum over layers** (the keys say what
+    is compared): `"across_inputs_max_over_layers"` (the headline, and what `collapse()` tests) between the
+    calibration inputs, x_ref the first one; `"prompt_vs_continuation_max_over_layers"` between each prompt and the
+    prompt plus `new_tokens` greedy tokens (the SOC definition of arXiv 2603.23539). `calibration` None: the default
+    calibration of `collapse()` and `plldr-hf diagnose` (`default_calibration`), so the three report the same
+    number for one model. ≈ 0 means input-invariant (near-critical); order 1 and above, sub-critical. None for
+    models without a learned G (the Llama baseline, a fixed-G or collapsed PLDR-LLM).
+    """
+    config = getattr(model, "config", None)
+    if getattr(config, "model_type", None) != "pldrllm" or config.has_fixed_G:
+        return None
+    try:
+        report = diagnose(model, inputs=calibration, new_tokens=new_tokens)
+    except ValueError as error:
+        # a diverged model: say so instead of dying after the whole run
+        _logger.warning("order parameters not measured: %s", error)
+        return None
+    return {
+        "across_inputs_max_over_layers": dict(report.order_parameter_inputs),
+        "prompt_vs_continuation_max_over_layers": dict(report.order_parameter),
+    }

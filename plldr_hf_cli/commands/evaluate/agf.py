@@ -35,7 +35,7 @@ def run(args: argparse.Namespace, config: dict) -> int:
     from plldr_hf.loading import load_model, load_tokenizer
     from plldr_hf.models import FAMILIES
     from plldr_hf.training.corpus import load_translation_dataset, take_subset
-    from plldr_hf.training.seq2seq import format_scores
+    from plldr_hf.training.translation_trainer import format_scores
 
     evaluate_translation = FAMILIES["agf"].evaluate
 

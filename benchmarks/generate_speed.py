@@ -2,12 +2,13 @@
 
 Variants, all float32 on the CPU with random weights (speed does not depend on the values):
 
-- (a) PLDR-LLM collapsed (`collapse(force=True)`): stock SDPA fed q' = q_rot·G, plain `DynamicCache`;
-- (b) PLDR-LLM uncollapsed with KV + G cache (the reference semantics: G computed once from the prompt);
-- (c) PLDR-LLM uncollapsed without any cache (`use_cache=False`: the whole sequence, metric learner included, is
-  recomputed at every step);
-- (d) `transformers.LlamaForCausalLM` with the same sizes (hidden 896, 5 layers, 14 heads × 64, intermediate 2389,
-  vocab 32000, biases on, untied head), SDPA and `DynamicCache`.
+- `collapsed`: PLDR-LLM collapsed (`collapse(force=True)`): stock SDPA fed q' = q_rot·G, plain `DynamicCache`;
+- `uncollapsed`: PLDR-LLM with KV + G cache (the reference semantics: G computed once from the prompt);
+- `no_cache`: PLDR-LLM uncollapsed without any cache (`use_cache=False`: the whole sequence, metric learner
+  included, is recomputed at every step);
+- `llama`: `transformers.LlamaForCausalLM` with the same sizes (the 110m preset of `plldr_hf.training.options`:
+  hidden 896, 5 layers, 14 heads × 64, intermediate 2389, vocab 32000; biases on, untied head), SDPA and
+  `DynamicCache`.
 
 tokens/s = batch × new tokens / wall time of one `generate()` call (prefill included); the median over `--repeats`
 runs, after one warm-up run per variant. The variants run round-robin inside each repeat, so load from other
@@ -16,9 +17,9 @@ processes affects them alike. Peak memory is the weights plus the largest extra 
 
     python benchmarks/generate_speed.py                 # full protocol, writes benchmarks/results/generate_speed.md
     python benchmarks/generate_speed.py --quick         # tiny sizes, < 1 min: a smoke run of the script
-    python benchmarks/generate_speed.py --profile       # also profile one decode step of (a) and (d)
+    python benchmarks/generate_speed.py --profile       # also profile one decode step of collapsed and llama
 
-Targets: a ≥ 0.95 × d (a decode step adds one d×d product per head to SDPA) and a ≥ 3 × c.
+Targets: collapsed ≥ 0.95 × llama (a decode step adds one d×d product per head to SDPA) and collapsed ≥ 3 × no_cache.
 """
 
 import argparse
@@ -34,21 +35,22 @@ import time
 from pathlib import Path
 
 
-FULL = dict(
-    vocab_size=32000,
-    hidden_size=896,
-    num_hidden_layers=5,
-    num_attention_heads=14,
-    head_dim=64,
-    intermediate_size=2389,
-    A_dff=170,
-    num_reslayerA=8,
-    num_denseA=2,
-    batch_sizes=(1, 8),
-    prompt_len=128,
-    new_tokens=128,
-    repeats=5,
-)
+def full_sizes() -> dict:
+    """The released 110M size: the `110m` preset of `plldr_hf.training.options.PRESETS` (model and vocabulary), with
+    this benchmark's protocol. Read when needed, so importing the benchmark imports no torch."""
+    from plldr_hf.training.options import PRESETS
+    from plldr_hf.training.recipes import model_fields
+
+    return dict(
+        model_fields("pldrllm", "110m"),
+        vocab_size=PRESETS["pldrllm"]["110m"]["run"]["vocab_size"],
+        batch_sizes=(1, 8),
+        prompt_len=128,
+        new_tokens=128,
+        repeats=5,
+    )
+
+
 QUICK = dict(
     vocab_size=512,
     hidden_size=64,
@@ -65,10 +67,10 @@ QUICK = dict(
     repeats=3,
 )
 VARIANTS = {
-    "a": "(a) PLDR collapsed: SDPA on q_rot·G, DynamicCache",
-    "b": "(b) PLDR uncollapsed, KV + G cache",
-    "c": "(c) PLDR uncollapsed, no cache",
-    "d": "(d) Llama, SDPA, DynamicCache",
+    "collapsed": "PLDR collapsed: SDPA on q_rot·G, DynamicCache",
+    "uncollapsed": "PLDR uncollapsed, KV + G cache",
+    "no_cache": "PLDR uncollapsed, no cache",
+    "llama": "Llama, SDPA, DynamicCache",
 }
 DEFAULT_OUTPUT = Path(__file__).resolve().parent / "results" / "generate_speed.md"
 
@@ -154,7 +156,7 @@ def build_models(sizes: dict, variants: list[str], prompt_len: int):
     max_positions = max(1024, prompt_len + sizes["new_tokens"])
     models = {}
     torch.manual_seed(0)
-    if set(variants) & {"a", "b", "c"}:
+    if set(variants) & {"collapsed", "uncollapsed", "no_cache"}:
         config = PldrllmConfig(
             **common,
             A_dff=sizes["A_dff"],
@@ -164,18 +166,18 @@ def build_models(sizes: dict, variants: list[str], prompt_len: int):
         )
         config._attn_implementation = "sdpa"
         pldr = PldrllmForCausalLM(config).eval()
-        if "a" in variants:
+        if "collapsed" in variants:
             collapsed = copy.deepcopy(pldr)
             # random weights are not input-invariant: force, with two short calibration inputs (speed only)
             collapsed.collapse([[config.eos_token_id], [5, 6, 7, 8]], force=True)
-            models["a"] = collapsed
-        for key in ("b", "c"):
+            models["collapsed"] = collapsed
+        for key in ("uncollapsed", "no_cache"):
             if key in variants:
                 models[key] = pldr
-    if "d" in variants:
+    if "llama" in variants:
         config = llama_config(common, max_positions, pad_token_id=0, bos_token_id=2, eos_token_id=3)
         config._attn_implementation = "sdpa"
-        models["d"] = LlamaForCausalLM(config).eval()
+        models["llama"] = LlamaForCausalLM(config).eval()
     return models
 
 
@@ -246,11 +248,11 @@ def _decode_step(model, next_ids, cache: dict) -> float:
 
 
 def profile_decode_step(models: dict, ids, steps: int = 5, rows: int = 15) -> str:
-    """torch.profiler table of `steps` single-token decode steps of (a) and (d) after a prefill of `ids`."""
+    """torch.profiler table of `steps` single-token decode steps of the collapsed PLDR-LLM and Llama after a prefill of `ids`."""
     from torch.profiler import ProfilerActivity, profile
 
     report = []
-    for key in ("a", "d"):
+    for key in ("collapsed", "llama"):
         if key not in models:
             continue
         model = models[key]
@@ -267,14 +269,17 @@ def profile_decode_step(models: dict, ids, steps: int = 5, rows: int = 15) -> st
 def step_timing(models: dict, batch_sizes, prompt_len: int, vocab_size: int, steps: int) -> str:
     """Median time of one single-token decode step after a `prompt_len` prefill, variants interleaved step by step.
 
-    Isolates the per-token cost that the a ≥ 0.95 × d target is about, from prefill and `generate()` overhead.
+    Isolates the per-token cost that the collapsed ≥ 0.95 × Llama target is about, from prefill and `generate()`
+    overhead.
     """
     import torch
 
-    keys = [key for key in ("a", "b", "d") if key in models]
+    keys = [key for key in ("collapsed", "uncollapsed", "llama") if key in models]
     generator = torch.Generator().manual_seed(2)
     lines = [
-        "| batch | " + " | ".join(f"{key}: ms per step (median)" for key in keys) + " | d/a (per-step speed a/d) |",
+        "| batch | "
+        + " | ".join(f"{key}: ms per step (median)" for key in keys)
+        + " | llama/collapsed (per-step speed collapsed/llama) |",
         "|---|" + "---|" * (len(keys) + 1),
     ]
     for batch in batch_sizes:
@@ -287,7 +292,7 @@ def step_timing(models: dict, batch_sizes, prompt_len: int, vocab_size: int, ste
             for key in keys:
                 times[key].append(_decode_step(models[key], state[key][1], state[key][0]))
         median = {key: statistics.median(times[key]) for key in keys}
-        ratio = f"{median['d'] / median['a']:.3f}" if {"a", "d"} <= set(keys) else "n/a"
+        ratio = f"{median['llama'] / median['collapsed']:.3f}" if {"collapsed", "llama"} <= set(keys) else "n/a"
         lines.append(f"| {batch} | " + " | ".join(f"{1e3 * median[key]:.1f}" for key in keys) + f" | {ratio} |")
     return "\n".join(lines)
 
@@ -302,12 +307,12 @@ def measure_generate(models: dict, variants: list, sizes: dict, batch_sizes, new
         ids = torch.randint(4, sizes["vocab_size"], (batch, sizes["prompt_len"]), generator=generator)
         for key in variants:
             # warm-up: lazy initialisation, allocator and thread pools; a few tokens are enough
-            generate_once(models[key], ids, min(new_tokens[key], 4), use_cache=key != "c")
+            generate_once(models[key], ids, min(new_tokens[key], 4), use_cache=key != "no_cache")
         times = {key: [] for key in variants}
         peaks = {key: 0 for key in variants}
         for repeat in range(sizes["repeats"]):
             for key in variants:
-                elapsed, peak = generate_once(models[key], ids, new_tokens[key], use_cache=key != "c")
+                elapsed, peak = generate_once(models[key], ids, new_tokens[key], use_cache=key != "no_cache")
                 times[key].append(elapsed)
                 peaks[key] = max(peaks[key], peak)
                 if verbose:
@@ -338,7 +343,7 @@ def generate_tables(results: dict, variants: list, batch_sizes) -> list[str]:
                 f"| {batch} | {VARIANTS[key]} | {r['tokens_per_s']:.1f} | {r['slowest']:.1f}–{r['fastest']:.1f} "
                 f"| {r['seconds']:.2f} | {r['weights'] / mib:.0f} | {r['peak_extra'] / mib:.1f} |"
             )
-    ratios = [("a", "d", 0.95), ("a", "b", None), ("a", "c", 3.0)]
+    ratios = [("collapsed", "llama", 0.95), ("collapsed", "uncollapsed", None), ("collapsed", "no_cache", 3.0)]
     shown = [(x, y, t) for x, y, t in ratios if x in variants and y in variants]
     if shown:
         lines += [
@@ -360,7 +365,7 @@ def run(args) -> str:
     import torch
     import transformers
 
-    sizes = dict(QUICK if args.quick else FULL)
+    sizes = dict(QUICK if args.quick else full_sizes())
     for key in ("prompt_len", "new_tokens", "repeats"):
         if getattr(args, key) is not None:
             sizes[key] = getattr(args, key)
@@ -369,8 +374,8 @@ def run(args) -> str:
         torch.set_num_threads(args.threads)
     variants = list(args.variants)
     new_tokens = {key: sizes["new_tokens"] for key in variants}
-    if args.no_cache_new_tokens and "c" in variants:
-        new_tokens["c"] = args.no_cache_new_tokens
+    if args.no_cache_new_tokens and "no_cache" in variants:
+        new_tokens["no_cache"] = args.no_cache_new_tokens
     models = build_models(sizes, variants, sizes["prompt_len"])
 
     count = {key: sum(p.numel() for p in model.parameters()) for key, model in models.items()}
@@ -395,7 +400,7 @@ def run(args) -> str:
             f"{sizes['repeats']} runs after a warm-up, variants interleaved",
             "- peak memory = weights + largest extra heap in use during `generate()` (KV cache, activations)",
         ]
-        if new_tokens.get("c", sizes["new_tokens"]) != sizes["new_tokens"]:
+        if new_tokens.get("no_cache", sizes["new_tokens"]) != sizes["new_tokens"]:
             lines.append(
                 f"- **(c) generates only {new_tokens['c']} new tokens** (time budget): its cost per token grows with "
                 f"the sequence length, so this overstates its tokens/s and understates a/c"

@@ -14,10 +14,11 @@ def build(contender: str, size: str):
     `llama_small` / `pldr_small`."""
     from benchmarks import generate_speed, suite
 
-    sizes = dict(suite.small_sizes(size) if contender.endswith("_small") else suite.PLDR_SIZES[size])
+    sizes = dict(suite.small_sizes(size) if contender.endswith("_small") else suite.pldr_sizes(size))
     sizes["new_tokens"] = 0
     llama = contender.startswith("llama")
-    model = generate_speed.build_models(sizes, ["d" if llama else "b"], prompt_len=0)["d" if llama else "b"]
+    variant = "llama" if llama else "uncollapsed"
+    model = generate_speed.build_models(sizes, [variant], prompt_len=0)[variant]
     if not llama:
         suite.configure_pldr(model, contender.removesuffix("_small"))
     return model

@@ -57,8 +57,11 @@ RESULTS_DIR = Path(__file__).resolve().parent
 DEFAULT_OUTPUT = RESULTS_DIR / "results"  # .md and .json
 DEFAULT_QUICK_OUTPUT = RESULTS_DIR / "runs" / "quick" / "results"  # runs/ is git-ignored
 
-# PLDR-LLM / Llama sizes come from the decode benchmark, so both suites measure the same models
-PLDR_SIZES = {"full": generate_speed.FULL, "quick": generate_speed.QUICK}
+
+def pldr_sizes(mode: str) -> dict:
+    """PLDR-LLM / Llama sizes of the decode benchmark (the 110m preset at full size), so both suites measure the same
+    models."""
+    return generate_speed.full_sizes() if mode == "full" else dict(generate_speed.QUICK)
 
 
 def small_sizes(mode: str) -> dict:
@@ -73,28 +76,26 @@ def small_sizes(mode: str) -> dict:
     return dict(model_fields("pldrllm", "small"), vocab_size=PRESETS["pldrllm"]["small"]["run"]["vocab_size"])
 
 
-AGF_SIZES = {
-    "full": dict(
-        vocab_size=8000,
-        d_model=512,
-        encoder_layers=3,
-        decoder_layers=3,
-        encoder_attention_heads=8,
-        decoder_attention_heads=8,
-        encoder_ffn_dim=2048,
-        decoder_ffn_dim=2048,
-    ),
-    "quick": dict(
-        vocab_size=300,
-        d_model=64,
-        encoder_layers=2,
-        decoder_layers=2,
-        encoder_attention_heads=4,
-        decoder_attention_heads=4,
-        encoder_ffn_dim=128,
-        decoder_ffn_dim=128,
-    ),
-}
+def agf_sizes(mode: str) -> dict:
+    """AGF sizes: the `base` preset of `plldr_hf.training.options.PRESETS` (Transformer-base at the AGF paper's
+    3 + 3 layers) with the default vocabulary of `plldr-hf train agf` at full size; a tiny model otherwise."""
+    if mode == "quick":
+        return dict(
+            vocab_size=300,
+            d_model=64,
+            encoder_layers=2,
+            decoder_layers=2,
+            encoder_attention_heads=4,
+            decoder_attention_heads=4,
+            encoder_ffn_dim=128,
+            decoder_ffn_dim=128,
+        )
+    from plldr_hf.training.options import TranslationOptions
+    from plldr_hf.training.recipes import model_fields
+
+    return dict(vocab_size=TranslationOptions().vocab_size, **model_fields("agf", "base"))
+
+
 # workload shapes and repeats
 PROTOCOL = {
     "full": dict(
@@ -218,12 +219,14 @@ class Models:
         self.parameters: dict[str, int] = {}
 
     def pldr(self) -> dict:
-        """{"a": collapsed, "b": uncollapsed, "d": Llama}, from `generate_speed.build_models`."""
+        """{"collapsed", "uncollapsed", "llama"} models, from `generate_speed.build_models`."""
         if "pldr" not in self._cache:
             # max_position_embeddings max(1024, …): longer than every input here
-            sizes = dict(PLDR_SIZES[self.mode], new_tokens=0)
-            models = generate_speed.build_models(sizes, ["a", "b", "d"], prompt_len=0)
-            self.parameters.update({"PLDR-LLM": _parameter_count(models["b"]), "Llama": _parameter_count(models["d"])})
+            sizes = dict(pldr_sizes(self.mode), new_tokens=0)
+            models = generate_speed.build_models(sizes, ["collapsed", "uncollapsed", "llama"], prompt_len=0)
+            self.parameters.update(
+                {"PLDR-LLM": _parameter_count(models["uncollapsed"]), "Llama": _parameter_count(models["llama"])}
+            )
             self._cache["pldr"] = models
         return self._cache["pldr"]
 
@@ -235,7 +238,7 @@ class Models:
 
             from plldr_hf import AgfConfig, AgfForConditionalGeneration
 
-            sizes = AGF_SIZES[self.mode]
+            sizes = agf_sizes(self.mode)
             models = {}
             for key, overrides in (
                 ("pcmv", dict(position_encoding="agf", pcmv=True)),
@@ -322,15 +325,18 @@ def _greedy(model, ids, new_tokens: int, **extra) -> Callable[[], None]:
 def decode_workload(key: str, models: Models, protocol: dict, compile_decode: bool) -> Workload:
     m = models.pldr()
     batch, prompt, new = protocol["batch"], protocol["prompt"], protocol["new_tokens"]
-    ids = random_ids(batch, prompt, PLDR_SIZES[models.mode]["vocab_size"], seed=1 if batch == 1 else 8)
+    ids = random_ids(batch, prompt, pldr_sizes(models.mode)["vocab_size"], seed=1 if batch == 1 else 8)
     tokens = batch * new
     static = dict(cache_implementation="static", disable_compile=True)
     contenders = [
-        Contender("collapsed", "PLDR collapsed, DynamicCache", _greedy(m["a"], ids, new), tokens),
-        Contender("uncollapsed", "PLDR uncollapsed, KV + G cache", _greedy(m["b"], ids, new), tokens),
-        Contender("llama", "Llama, DynamicCache", _greedy(m["d"], ids, new), tokens),
+        Contender("collapsed", "PLDR collapsed, DynamicCache", _greedy(m["collapsed"], ids, new), tokens),
+        Contender("uncollapsed", "PLDR uncollapsed, KV + G cache", _greedy(m["uncollapsed"], ids, new), tokens),
+        Contender("llama", "Llama, DynamicCache", _greedy(m["llama"], ids, new), tokens),
         Contender(
-            "collapsed_static", "PLDR collapsed, StaticCache (eager)", _greedy(m["a"], ids, new, **static), tokens
+            "collapsed_static",
+            "PLDR collapsed, StaticCache (eager)",
+            _greedy(m["collapsed"], ids, new, **static),
+            tokens,
         ),
     ]
     from benchmarks import flops
@@ -344,7 +350,7 @@ def decode_workload(key: str, models: Models, protocol: dict, compile_decode: bo
             "time",
             1.2 if batch > 1 else 1 / 0.95,
             "<=",
-            bound=flops.decode_bound(m["b"].config, batch, prompt, new),
+            bound=flops.decode_bound(m["uncollapsed"].config, batch, prompt, new),
         ),
         Ratio("collapsed StaticCache eager / DynamicCache", "collapsed_static", "collapsed", "speed"),
     ]
@@ -354,14 +360,14 @@ def decode_workload(key: str, models: Models, protocol: dict, compile_decode: bo
             Contender(
                 "collapsed_compiled",
                 "PLDR collapsed, StaticCache + torch.compile",
-                _greedy(m["a"], ids, new, **compiled),
+                _greedy(m["collapsed"], ids, new, **compiled),
                 tokens,
                 compiled=True,
             ),
             Contender(
                 "llama_compiled",
                 "Llama, StaticCache + torch.compile",
-                _greedy(m["d"], ids, new, **compiled),
+                _greedy(m["llama"], ids, new, **compiled),
                 tokens,
                 compiled=True,
             ),
@@ -370,9 +376,9 @@ def decode_workload(key: str, models: Models, protocol: dict, compile_decode: bo
             Ratio("collapsed compiled / collapsed eager", "collapsed_compiled", "collapsed", "speed"),
             Ratio("collapsed compiled / Llama compiled", "collapsed_compiled", "llama_compiled", "speed"),
         ]
-    model_of = {"uncollapsed": "b", "llama": "d", "llama_compiled": "d"}
+    model_of = {"uncollapsed": "uncollapsed", "llama": "llama", "llama_compiled": "llama"}
     for contender in contenders:
-        contender.weights = generate_speed.weight_bytes(m[model_of.get(contender.key, "a")])
+        contender.weights = generate_speed.weight_bytes(m[model_of.get(contender.key, "collapsed")])
     notes = [
         f"tokens/s = {batch} × {new} new tokens / wall time of one `generate()` call (prefill of the {prompt}-token "
         "prompt included); greedy, EOS suppressed (`min_new_tokens`)",
@@ -394,7 +400,7 @@ def scoring_workload(models: Models, protocol: dict) -> Workload:
     from benchmarks import flops
 
     m = models.pldr()
-    ids = random_ids(protocol["batch"], protocol["length"], PLDR_SIZES[models.mode]["vocab_size"], seed=16)
+    ids = random_ids(protocol["batch"], protocol["length"], pldr_sizes(models.mode)["vocab_size"], seed=16)
 
     def forward(model, compiled_units: bool | None = None):
         def run():
@@ -406,15 +412,15 @@ def scoring_workload(models: Models, protocol: dict) -> Workload:
         return run
 
     contenders = [
-        Contender("uncollapsed", "PLDR uncollapsed (metric learner)", forward(m["b"], False)),
-        Contender("collapsed", "PLDR collapsed (fixed G)", forward(m["a"])),
-        Contender("llama", "Llama", forward(m["d"])),
-        Contender("uncollapsed_compiled", "PLDR uncollapsed, compiled units", forward(m["b"], True)),
+        Contender("uncollapsed", "PLDR uncollapsed (metric learner)", forward(m["uncollapsed"], False)),
+        Contender("collapsed", "PLDR collapsed (fixed G)", forward(m["collapsed"])),
+        Contender("llama", "Llama", forward(m["llama"])),
+        Contender("uncollapsed_compiled", "PLDR uncollapsed, compiled units", forward(m["uncollapsed"], True)),
     ]
-    for contender, key in zip(contenders, "badb"):
+    for contender, key in zip(contenders, ("uncollapsed", "collapsed", "llama", "uncollapsed")):
         contender.weights = generate_speed.weight_bytes(m[key])
-    contenders.append(gemm_floor(m["b"].config, protocol["batch"], contenders[2].run, backward=False))
-    bound = flops.scoring_bound(m["b"].config, protocol["batch"], protocol["length"])
+    contenders.append(gemm_floor(m["uncollapsed"].config, protocol["batch"], contenders[2].run, backward=False))
+    bound = flops.scoring_bound(m["uncollapsed"].config, protocol["batch"], protocol["length"])
     ratios = [
         Ratio("collapsed speed-up over uncollapsed", "collapsed", "uncollapsed", "speedup", 3.5, ">="),
         Ratio("collapsed / Llama", "collapsed", "llama", "time", 1.10, "<="),
@@ -536,8 +542,8 @@ def train_workload(models: Models, protocol: dict) -> Workload:
     from benchmarks import flops
 
     m = models.pldr()
-    pldr, llama = m["b"], m["d"]
-    ids = random_ids(protocol["batch"], protocol["length"], PLDR_SIZES[models.mode]["vocab_size"], seed=4)
+    pldr, llama = m["uncollapsed"], m["llama"]
+    ids = random_ids(protocol["batch"], protocol["length"], pldr_sizes(models.mode)["vocab_size"], seed=4)
     config, shape = pldr.config, (protocol["batch"], protocol["length"])
     recomputed, stored = flops.training_bound(config, *shape, True), flops.training_bound(config, *shape, False)
     ratios = [
@@ -573,8 +579,8 @@ def train_small_workload(models: Models, protocol: dict) -> Workload:
     from benchmarks import flops
 
     sizes = dict(small_sizes(models.mode), new_tokens=0)
-    built = generate_speed.build_models(sizes, ["b", "d"], prompt_len=0)
-    pldr, llama = built["b"], built["d"]
+    built = generate_speed.build_models(sizes, ["uncollapsed", "llama"], prompt_len=0)
+    pldr, llama = built["uncollapsed"], built["llama"]
     ids = random_ids(protocol["batch"], protocol["length"], sizes["vocab_size"], seed=4)
     bound = flops.training_bound(pldr.config, protocol["batch"], protocol["length"], True)
     ratios = [
@@ -595,7 +601,7 @@ def agf_attention_workload(models: Models, protocol: dict) -> Workload:
 
     m = models.agf()
     batch, length = protocol["batch"], protocol["length"]
-    d_model = AGF_SIZES[models.mode]["d_model"]
+    d_model = agf_sizes(models.mode)["d_model"]
     hidden = torch.randn(batch, length, d_model, generator=torch.Generator().manual_seed(5))
     from plldr_hf.models.agf.positions import self_attention_context
 
@@ -638,7 +644,7 @@ def agf_attention_workload(models: Models, protocol: dict) -> Workload:
 
 def agf_train_workload(models: Models, protocol: dict) -> Workload:
     m = models.agf()
-    vocab = AGF_SIZES[models.mode]["vocab_size"]
+    vocab = agf_sizes(models.mode)["vocab_size"]
     source = random_ids(protocol["batch"], protocol["source"], vocab, seed=6)
     labels = random_ids(protocol["batch"], protocol["target"], vocab, seed=7)
 
@@ -680,7 +686,7 @@ def agf_train_workload(models: Models, protocol: dict) -> Workload:
 def agf_decode_workload(models: Models, protocol: dict) -> Workload:
     m = models.agf()
     batch, new = protocol["batch"], protocol["new_tokens"]
-    source = random_ids(batch, protocol["source"], AGF_SIZES[models.mode]["vocab_size"], seed=9)
+    source = random_ids(batch, protocol["source"], agf_sizes(models.mode)["vocab_size"], seed=9)
     contenders = [
         Contender(key, label, _greedy(m[key], source, new), batch * new)
         for key, label in (
@@ -993,8 +999,8 @@ def run(args) -> tuple[dict, list[Workload], str]:
         load_before=load_before,
         load_after=os.getloadavg()[0],
         wall_s=time.perf_counter() - start,
-        pldr_sizes=", ".join(f"{k} {PLDR_SIZES[mode][k]}" for k in pldr_keys),
-        agf_sizes=", ".join(f"{k} {v}" for k, v in AGF_SIZES[mode].items()),
+        pldr_sizes=", ".join(f"{k} {pldr_sizes(mode)[k]}" for k in pldr_keys),
+        agf_sizes=", ".join(f"{k} {v}" for k, v in agf_sizes(mode).items()),
         parameters=", ".join(f"{k} {v / 1e6:.1f}M" for k, v in models.parameters.items()) or "—",
     )
     return meta, workloads, render(meta, workloads, profiles)

@@ -37,13 +37,12 @@ import sys
 import time
 from pathlib import Path
 
-from benchmarks.generate_speed import FULL, llama_config
+from benchmarks.generate_speed import full_sizes, llama_config
 
 
 # the 110M size of the released PLDR-LLM, as in the decode-speed benchmark
 SHARED = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "head_dim", "intermediate_size")
-SIZES = {k: FULL[k] for k in SHARED}
-PLDR_EXTRA = {k: FULL[k] for k in ("A_dff", "num_reslayerA", "num_denseA")}
+PLDR_ONLY = ("A_dff", "num_reslayerA", "num_denseA")
 QUICK_SIZES = dict(
     vocab_size=512, hidden_size=64, num_hidden_layers=2, num_attention_heads=2, head_dim=32, intermediate_size=96
 )
@@ -250,7 +249,9 @@ def main(argv=None) -> int:
     torch.set_num_threads(args.threads)
     work, report = Path(args.work_dir), Path(args.report_dir)
     report.mkdir(parents=True, exist_ok=True)
-    sizes, extra = (QUICK_SIZES, QUICK_PLDR_EXTRA) if args.quick else (SIZES, PLDR_EXTRA)
+    full = {} if args.quick else full_sizes()
+    sizes = QUICK_SIZES if args.quick else {k: full[k] for k in SHARED}
+    extra = QUICK_PLDR_EXTRA if args.quick else {k: full[k] for k in PLDR_ONLY}
     models = build_models(work, sizes, extra)
     engines = {name: vllm_engine(path, max(args.requests)) for name, (path, _) in models.items()}
     results = []

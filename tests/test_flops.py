@@ -16,9 +16,9 @@ BATCH, LENGTH = 2, 24
 
 @pytest.fixture(scope="module")
 def models():
-    sizes = dict(suite.PLDR_SIZES["quick"], new_tokens=0)
-    built = generate_speed.build_models(sizes, ["b", "d"], prompt_len=0)
-    return built["b"], built["d"], suite.random_ids(BATCH, LENGTH, sizes["vocab_size"], seed=3)
+    sizes = dict(suite.pldr_sizes("quick"), new_tokens=0)
+    built = generate_speed.build_models(sizes, ["uncollapsed", "llama"], prompt_len=0)
+    return built["uncollapsed"], built["llama"], suite.random_ids(BATCH, LENGTH, sizes["vocab_size"], seed=3)
 
 
 def _body(config) -> float:

@@ -7,6 +7,7 @@ is one call into the module that owns it, in this order, so a run's options pass
 |---|---|---|
 | resume | `resolve_checkpoint` | `training/checkpoints.py` |
 | recipe: `TrainingArguments`, model config | `causal_lm_recipe` | `training/recipes.py` |
+| start: an existing model (`--init-from`, LoRA) or none, the given tokenizer | `starting_point` | `training/start.py` |
 | data: corpus, tokenizer, blocks, collator | `prepare_tokenizer_and_data` | `training/run_data.py` |
 | model | `PldrllmForCausalLM` (or the Llama baseline) | `models/pldrllm/` |
 | trainer, DAG schedule | `PldrTrainer`, `DagSchedule` | `training/trainer.py` |
@@ -28,6 +29,7 @@ from plldr_hf.training.options import TrainOptions
 from plldr_hf.training.recipes import causal_lm_recipe, seconds_per_step
 from plldr_hf.training.run import RunReport, collect_warnings
 from plldr_hf.training.run_data import prepare_tokenizer_and_data
+from plldr_hf.training.start import starting_point
 
 
 logger = logging.getLogger(__name__)
@@ -57,6 +59,7 @@ def train_causal_lm(options: TrainOptions, *, tokenizer=None, callbacks=()) -> R
 
 
 def _train_causal_lm(options: TrainOptions, tokenizer, callbacks) -> RunReport:
+    from peft import get_peft_model
     from transformers import LlamaForCausalLM, set_seed
 
     from plldr_hf import PldrllmForCausalLM
@@ -77,10 +80,11 @@ def _train_causal_lm(options: TrainOptions, tokenizer, callbacks) -> RunReport:
                 )
 
     args, config = causal_lm_recipe(options)
+    start = starting_point(options, tokenizer)
     is_main = args.process_index == 0
     # the main process trains and saves the tokenizer first; the others load it, so every rank has the same one
     with args.main_process_first(desc="tokenizer and data", local=False):
-        data = prepare_tokenizer_and_data(options, tokenizer, load_saved=not is_main)
+        data = prepare_tokenizer_and_data(options, start.tokenizer, load_saved=not is_main)
         # the recipe drops an incomplete last batch: fewer examples than one batch would train 0 steps
         per_step = args.per_device_train_batch_size * max(args.world_size, 1)
         if len(data.train) < per_step:
@@ -105,10 +109,21 @@ def _train_causal_lm(options: TrainOptions, tokenizer, callbacks) -> RunReport:
             # a PldrllmTokenizer writes its SentencePiece model next to it as `tokenizer.model`
             data.tokenizer.save_pretrained(out)
 
-    # the model is sized to the tokenizer, which may hold fewer pieces than asked for
-    config.vocab_size = len(data.tokenizer)
     set_seed(options.seed)
-    model = LlamaForCausalLM(config) if options.architecture == "llama" else PldrllmForCausalLM(config)
+    if start.model is not None:
+        model = start.model
+        config = model.config
+        if options.block_size > config.max_position_embeddings:
+            raise ValueError(
+                f"--block-size {options.block_size} exceeds the {config.max_position_embeddings} positions of "
+                f"{options.init_from}; give --block-size {config.max_position_embeddings} or less"
+            )
+    else:
+        # the model is sized to the tokenizer, which may hold fewer pieces than asked for
+        config.vocab_size = len(data.tokenizer)
+        model = LlamaForCausalLM(config) if options.architecture == "llama" else PldrllmForCausalLM(config)
+    if start.lora is not None:
+        model = get_peft_model(model, start.lora)
     trainer = PldrTrainer(
         model=model,
         args=args,
@@ -132,6 +147,10 @@ def _train_causal_lm(options: TrainOptions, tokenizer, callbacks) -> RunReport:
     )
     train_result = trainer.train(resume_from_checkpoint=checkpoint)
     metrics = trainer.evaluate()
+    if start.lora is not None:
+        # the adapters beside the model they were merged into: the output folder loads as a plain model
+        trainer.model.save_pretrained(out / "adapter")
+        model = trainer.model = trainer.model.merge_and_unload()
     trainer.save_model()
     history = trainer.state.log_history
     report = RunReport(

@@ -187,6 +187,15 @@ class _Preset:
                 if low == "unit" and value >= 1:
                     raise ValueError(f"{flag} must be in [0, 1), got {value}")
 
+    def check_start(self) -> None:
+        """`init_from` brings its own tokenizer, and LoRA adapts an existing model only."""
+        if self.init_from and self.tokenizer:
+            raise ValueError(
+                "--init-from brings the model's own tokenizer; drop --tokenizer (a model cannot change tokenizer)"
+            )
+        if self.lora_r is not None and not self.init_from:
+            raise ValueError("--lora-r adapts an existing model: give it with --init-from DIR_OR_HUB_ID")
+
     @classmethod
     def from_name(cls, name: str, **overrides):
         """The options of the preset `name` (its size and run settings), then `overrides`."""
@@ -219,6 +228,15 @@ class TrainOptions(_Preset):
     text_column: str = _opt("text", "text column of table files / Hub datasets")
     max_train_documents: int | None = _opt(None, "use only the first N documents", min=1)
     tokenizer: str | None = _opt(None, "existing tokenizer (path or Hub name) instead of training one")
+    init_from: str | None = _opt(
+        None,
+        "start from this PLDR-LLM (a saved folder or a Hub id): its config, weights and tokenizer, fine-tuned on "
+        "--dataset (the size, vocabulary and tokenizer options do not apply)",
+        metavar="DIR_OR_HUB_ID",
+    )
+    lora_r: int | None = _opt(
+        None, "with --init-from: train LoRA adapters of this rank instead of every weight (merged at the end)", min=1
+    )
     vocab_size: int | None = _opt(None, "tokenizer vocabulary (none: the size's)", min=1)
     block_size: int | None = _opt(None, "tokens per training block (none: the size's)", min=1)
     batch_size: int | None = _opt(None, "blocks per device and step (none: the size's)", min=1)
@@ -284,6 +302,9 @@ class TrainOptions(_Preset):
             raise ValueError(f"dag_weights are three non-negative numbers (A_LM, A_P, G_LM), got {self.dag_weights}")
         if out.architecture == "llama" and any(out.dag_weights):
             raise ValueError("DAG weights apply to PLDR-LLM only; the llama baseline has no deductive outputs")
+        if out.init_from and out.architecture != "pldrllm":
+            raise ValueError("--init-from starts from a saved PLDR-LLM; the llama baseline trains from scratch only")
+        out.check_start()
         return out
 
 
@@ -331,6 +352,19 @@ class TranslationOptions(_Preset):
     source_lang: str = _opt("en", "source language", group="data")
     target_lang: str = _opt("de", "target language", group="data")
     tokenizer: str | None = _opt(None, "reuse this tokenizer folder instead of training one", group="data")
+    init_from: str | None = _opt(
+        None,
+        "start from this translator (a saved folder or a Hub id): its config, weights and tokenizer, fine-tuned on "
+        "--dataset (the size, position, vocabulary and tokenizer options do not apply)",
+        metavar="DIR_OR_HUB_ID",
+        group="model",
+    )
+    lora_r: int | None = _opt(
+        None,
+        "with --init-from: train LoRA adapters of this rank instead of every weight (merged at the end)",
+        min=1,
+        group="model",
+    )
     vocab_size: int = _opt(8000, "size of the trained joint vocabulary", min=1, group="data")
     tokenizer_model: str = _opt(
         "bpe", "subword model of the trained tokenizer", choices=("bpe", "unigram"), group="data"
@@ -416,4 +450,5 @@ class TranslationOptions(_Preset):
             raise ValueError("--wmt17-dir needs --dataset wmt17")
         if out.wmt17_dir is not None and not os.path.isdir(out.wmt17_dir):
             raise ValueError(f"--wmt17-dir: {out.wmt17_dir} is not a folder; give the local copy of wmt/wmt17")
+        out.check_start()
         return out

@@ -39,12 +39,11 @@ def prepare_tokenizer_and_data(options: TrainOptions, tokenizer=None, load_saved
     (`load_text_corpus`), tokenizer (given, saved or trained: `train_sentencepiece_tokenizer`), blocks
     (`pack_into_blocks`, or `split_into_documents` with `padding_free`) and `training_collator`.
 
-    The tokenizer is `tokenizer` if given, else loaded from `options.tokenizer`, else the one saved in
-    `options.output_dir` when resuming or when `load_saved` (the other processes of a distributed run, after the
-    main one trained it), else trained on the training split."""
+    The tokenizer is `tokenizer` if given (the run's starting point: `options.tokenizer`, or the `init_from`
+    model's), else the one saved in `options.output_dir` when resuming or when `load_saved` (the other processes of a
+    distributed run, after the main one trained it), else trained on the training split."""
     from transformers import AutoTokenizer
 
-    from plldr_hf.loading import load_tokenizer
     from plldr_hf.training.preprocessing import pack_into_blocks, split_into_documents, training_collator
     from plldr_hf.training.tokenizers import train_sentencepiece_tokenizer
 
@@ -56,9 +55,7 @@ def prepare_tokenizer_and_data(options: TrainOptions, tokenizer=None, load_saved
         seed=options.seed,
     )
     saved = Path(options.output_dir, "tokenizer.json")
-    if tokenizer is None and options.tokenizer:
-        tokenizer = load_tokenizer(options.tokenizer)  # a missing folder or file is named, not a Hub-id error
-    elif tokenizer is None and (options.resume or load_saved) and saved.exists():
+    if tokenizer is None and (options.resume or load_saved) and saved.exists():
         tokenizer = AutoTokenizer.from_pretrained(options.output_dir)
     elif tokenizer is None:
         logger.info("training a %d-piece SentencePiece unigram tokenizer", options.vocab_size)
@@ -112,11 +109,11 @@ def prepare_translation_data(options: TranslationOptions, args, tokenizer=None) 
     (`load_translation_dataset`, subsets of the sizes asked for), the joint tokenizer (given, saved in the output
     folder by an earlier start of the run, or trained on the training split: `train_joint_tokenizer`, saved by the
     main process) and the tokenised splits (`preprocess_translation`: the training split drops the pairs that do not
-    fit, the others are truncated)."""
+    fit, the others are truncated). `tokenizer`: the run's starting point's (`options.tokenizer`, or the
+    `init_from` model's), if any."""
     from datasets import DatasetDict
-    from transformers import AutoTokenizer, PreTrainedTokenizerBase
+    from transformers import AutoTokenizer
 
-    from plldr_hf.loading import load_tokenizer
     from plldr_hf.training.preprocessing import preprocess_translation
     from plldr_hf.training.tokenizers import train_joint_tokenizer, translation_token_fields
 
@@ -128,12 +125,9 @@ def prepare_translation_data(options: TranslationOptions, args, tokenizer=None) 
     for split in raw:
         if split not in ("train", "validation"):
             raw[split] = take_subset(raw[split], options.max_test_samples)
-    tokenizer = tokenizer if tokenizer is not None else options.tokenizer
     out = Path(args.output_dir)
-    if isinstance(tokenizer, PreTrainedTokenizerBase):
+    if tokenizer is not None:
         pass
-    elif tokenizer is not None:
-        tokenizer = load_tokenizer(str(tokenizer))
     elif (out / "tokenizer.json").is_file():
         # a resumed or restarted run must keep the vocabulary its checkpoints were trained with
         logger.info("reusing the tokenizer saved in %s", out)

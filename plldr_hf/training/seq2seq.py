@@ -7,6 +7,7 @@ is one call into the module that owns it, in this order, so a run's options pass
 |---|---|---|
 | recipe: `Seq2SeqTrainingArguments`, model config | `translation_recipe` | `training/recipes.py` |
 | resume | `resolve_checkpoint` | `training/checkpoints.py` |
+| start: an existing model (`--init-from`, LoRA) or none, the given tokenizer | `starting_point` | `training/start.py` |
 | data: splits, joint tokenizer, tokenised pairs | `prepare_translation_data` | `training/run_data.py` |
 | model | `AgfForConditionalGeneration` | `models/agf/` |
 | trainer | `TranslationTrainer` | `training/translation_trainer.py` |
@@ -35,6 +36,7 @@ import logging
 from dataclasses import asdict
 from pathlib import Path
 
+from peft import get_peft_model
 from transformers import (
     DataCollatorForSeq2Seq,
     GenerationConfig,
@@ -50,6 +52,7 @@ from plldr_hf.training.options import TranslationOptions
 from plldr_hf.training.recipes import seconds_per_step, translation_recipe
 from plldr_hf.training.run import RunReport, collect_warnings
 from plldr_hf.training.run_data import prepare_translation_data
+from plldr_hf.training.start import starting_point
 from plldr_hf.training.translation_trainer import (
     IGNORE_INDEX,
     TranslationTrainer,
@@ -96,15 +99,20 @@ def train_translation(options: TranslationOptions, *, tokenizer=None, callbacks=
 def _train_translation(options: TranslationOptions, tokenizer, callbacks) -> RunReport:
     args, config = translation_recipe(options)
     checkpoint = resolve_checkpoint(options.resume, args.output_dir, "agf")
+    start = starting_point(options, tokenizer)
     set_seed(args.seed)
     out = Path(args.output_dir)
     out.mkdir(parents=True, exist_ok=True)
     with args.main_process_first(desc="loading data and tokenizer"):
-        data = prepare_translation_data(options, args, tokenizer)
+        data = prepare_translation_data(options, args, start.tokenizer)
 
-    # the model is sized to the tokenizer and decodes from its <s>
-    config.update(data.model_fields)
-    model = AgfForConditionalGeneration(config)
+    if start.model is not None:
+        model = start.model
+        config = model.config
+    else:
+        # the model is sized to the tokenizer and decodes from its <s>
+        config.update(data.model_fields)
+        model = AgfForConditionalGeneration(config)
     model.generation_config = GenerationConfig(
         decoder_start_token_id=config.decoder_start_token_id,
         bos_token_id=config.bos_token_id,
@@ -115,8 +123,12 @@ def _train_translation(options: TranslationOptions, tokenizer, callbacks) -> Run
         # decoder length including the start token: at most as many tokens as a training target holds
         max_length=options.max_target_length + 1,
     )
-    label = variant_label(options.position_encoding, options.pcmv, options.model_overrides)
-    logger.info("model: %s, %s, %.2fM parameters", options.size, label, model.num_parameters() / 1e6)
+    label = variant_label(config.position_encoding, config.pcmv, config.to_dict())
+    logger.info(
+        "model: %s, %s, %.2fM parameters", options.init_from or options.size, label, model.num_parameters() / 1e6
+    )
+    if start.lora is not None:
+        model = get_peft_model(model, start.lora)
     trainer = TranslationTrainer(
         model=model,
         args=args,
@@ -155,6 +167,10 @@ def _train_translation(options: TranslationOptions, tokenizer, callbacks) -> Run
     # Trainer keeps use_cache=False in the config after training (its gradient-checkpointing guard); the saved model
     # decodes with the cache
     model.config.use_cache = True
+    if start.lora is not None:
+        # the adapters beside the model they were merged into: the output folder loads as a plain model
+        trainer.model.save_pretrained(out / "adapter")
+        model = trainer.model = trainer.model.merge_and_unload()
     trainer.save_model()
     # saved (train_results.json) and logged, not printed as a block: the command prints its own summary
     logger.info("train metrics: %s", train_output.metrics)

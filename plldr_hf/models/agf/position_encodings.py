@@ -86,16 +86,19 @@ POSITION_VARIANTS: dict[str, tuple[str, dict]] = {
 }
 
 
-def variant_label(position_encoding: str, pcmv: bool = False, overrides: dict | None = None) -> str:
-    """The display name of a model's position handling: its named variant's (`POSITION_VARIANTS`) when the fields
-    match one, else the encoding's name (with "+ PCM-V")."""
-    overrides = overrides or {}
-    for label, fields in POSITION_VARIANTS.values():
-        extra = {k: v for k, v in fields.items() if k not in ("position_encoding", "pcmv")}
-        if (
-            fields["position_encoding"] == position_encoding
-            and fields.get("pcmv", False) == pcmv
-            and all(overrides.get(k) == v for k, v in extra.items())
-        ):
-            return label
-    return position_encoding + (" + PCM-V" if pcmv else "")
+def variant_label(position_encoding: str, pcmv: bool = False, fields: dict | None = None) -> str:
+    """The display name of a model's position handling: that of the named variant (`POSITION_VARIANTS`) whose
+    fields it has (the most specific one when several match; `fields`: the model's other config fields), else the
+    encoding's name (with "+ PCM-V")."""
+    fields = fields or {}
+    best, label_found = -1, None
+    for label, variant in POSITION_VARIANTS.values():
+        extra = {k: v for k, v in variant.items() if k not in ("position_encoding", "pcmv")}
+        matches = (
+            variant["position_encoding"] == position_encoding
+            and variant.get("pcmv", False) == pcmv
+            and all(fields.get(k) == v for k, v in extra.items())
+        )
+        if matches and len(extra) > best:
+            best, label_found = len(extra), label
+    return label_found or position_encoding + (" + PCM-V" if pcmv else "")

@@ -493,6 +493,9 @@ def order_parameters(model, calibration=None, new_tokens: int = 16) -> dict | No
     number for one model. ≈ 0 means input-invariant (near-critical); order 1 and above, sub-critical. None for
     models without a learned G (the Llama baseline, a fixed-G or collapsed PLDR-LLM).
     """
+    if hasattr(model, "get_base_model"):
+        # a PEFT model: its base model, adapters included (they are layers inside it)
+        model = model.get_base_model()
     config = getattr(model, "config", None)
     if getattr(config, "model_type", None) != "pldrllm" or config.has_fixed_G:
         return None

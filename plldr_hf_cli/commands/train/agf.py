@@ -24,7 +24,8 @@ def register(families):
         "agf",
         help="AGF / PCM-V translation model (and its position-encoding baselines)",
         description=(
-            "Train an encoder-decoder translation model (model_type agf) with Seq2SeqTrainer: joint subword "
+            "Train an encoder-decoder translation model (model_type agf) from scratch, or fine-tune one (--init-from, "
+            "whole or with --lora-r), with Seq2SeqTrainer: joint subword "
             "tokenizer, label smoothing, inverse-sqrt schedule, BLEU / chrF / token accuracy on evaluation, "
             "checkpoints, TensorBoard logs. Works unchanged under torchrun and accelerate launch. --dataset wmt17 "
             "starts from the wmt17 preset (base size, 32k vocabulary, 256-sentence batches, beam 4 with length "

@@ -23,8 +23,8 @@ def register(families):
         "pldrllm",
         help="PLDR-LLM causal language model (Power Law Graph Attention)",
         description=(
-            "Train a PLDR-LLM from scratch on the embedded Shakespeare corpus, local text files or a Hugging Face "
-            "dataset, with the reference recipe (AdamW 0.9/0.95, eps 1e-5, weight decay 0.1, clipping 1.0, warm-up "
+            "Train a PLDR-LLM from scratch, or fine-tune one (--init-from, whole or with --lora-r), on the embedded "
+            "Shakespeare corpus, local text files or a Hugging Face dataset, with the reference recipe (AdamW 0.9/0.95, eps 1e-5, weight decay 0.1, clipping 1.0, warm-up "
             "then cosine to 10%) and the optional DAG regulariser. Writes checkpoints, the final model and "
             "tokenizer, loss_curves.png and train_report.json (validation perplexity, order parameter) to "
             "--output-dir. Runs unchanged under `torchrun` and `accelerate launch`."

@@ -1120,3 +1120,11 @@ def test_the_static_cache_generates_as_the_dynamic_one(variant):
     assert torch.equal(dynamic.sequences, static.sequences)
     for a, b in zip(dynamic.scores, static.scores):
         assert_close("scores", a, b, atol=1e-6, rtol=0)
+
+
+def test_every_named_variant_is_recognised_from_its_config():
+    from plldr_hf.models.agf.position_encodings import POSITION_VARIANTS, variant_label
+
+    for label, fields in POSITION_VARIANTS.values():
+        config = AgfConfig(**fields)
+        assert variant_label(config.position_encoding, config.pcmv, config.to_dict()) == label

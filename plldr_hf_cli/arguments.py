@@ -211,7 +211,14 @@ def missing_dataset_files(specs) -> list[str]:
     paths = [
         spec.split("=", 1)[1] if "=" in spec and spec.split("=", 1)[0].isidentifier() else spec for spec in specs or ()
     ]
-    return [path for path in paths if looks_like_path(path) and not Path(path).expanduser().exists()]
+    import glob
+
+    def found(path: str) -> bool:
+        # a glob (`shards/*.parquet`, for --streaming) counts when it matches a file
+        expanded = str(Path(path).expanduser())
+        return bool(glob.glob(expanded)) if glob.has_magic(expanded) else Path(expanded).exists()
+
+    return [path for path in paths if looks_like_path(path) and not found(path)]
 
 
 def output_is_a_file(command: str, path) -> int | None:
@@ -230,7 +237,9 @@ def refuse_run_paths(command: str, options) -> int | None:
         return refused
     missing = missing_dataset_files(options.dataset)
     if missing:
-        return fail(command, f"--dataset: {missing[0]} does not exist; give existing files or folders")
+        return fail(
+            command, f"--dataset: {missing[0]} does not exist or matches no file; give existing files or folders"
+        )
     return None
 
 

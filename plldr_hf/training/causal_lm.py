@@ -87,7 +87,7 @@ def _train_causal_lm(options: TrainOptions, tokenizer, callbacks) -> RunReport:
         data = prepare_tokenizer_and_data(options, start.tokenizer, load_saved=not is_main)
         # the recipe drops an incomplete last batch: fewer examples than one batch would train 0 steps
         per_step = args.per_device_train_batch_size * max(args.world_size, 1)
-        if len(data.train) < per_step:
+        if not options.streaming and len(data.train) < per_step:
             unit = "documents" if options.padding_free else f"blocks of {options.block_size} tokens"
             raise ValueError(
                 f"the training data makes {len(data.train)} {unit}, fewer than one batch of {per_step}, so no "
@@ -162,7 +162,7 @@ def _train_causal_lm(options: TrainOptions, tokenizer, callbacks) -> RunReport:
         vocab_size=len(data.tokenizer),
         global_step=trainer.state.global_step,
         max_steps=options.max_steps,
-        train_examples=len(data.train),
+        train_examples=None if options.streaming else len(data.train),
         eval_examples=len(eval_blocks),
         model=trainer.model,
         tokenizer=data.tokenizer,

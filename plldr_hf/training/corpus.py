@@ -41,7 +41,9 @@ __all__ = [
     "DATA_DIR",
     "EMBEDDED_TRANSLATION_DATASETS",
     "embedded_data_path",
+    "held_out",
     "load_text_corpus",
+    "load_text_stream",
     "load_translation_dataset",
     "take_subset",
 ]
@@ -122,6 +124,16 @@ def _embedded_shakespeare() -> dict[str, list[str]]:
     return {split: [str(embedded_data_path("en_shakespeare", f"{split}.txt.gz"))] for split in ("train", "validation")}
 
 
+def _expand_globs(dataset) -> list[str]:
+    """`--dataset` entries with each glob (`shards/*.parquet`) replaced by the files it matches, in name order."""
+    import glob
+
+    specs = [dataset] if isinstance(dataset, str) else list(dataset or [])
+    return [
+        match for spec in specs for match in (sorted(glob.glob(spec)) or [spec] if glob.has_magic(spec) else [spec])
+    ]
+
+
 def _local_text_files(specs: Sequence[str]) -> dict[str, list[Path]]:
     formats = {**TEXT_FORMATS, **TABLE_FORMATS}
     files: dict[str, list[Path]] = {}
@@ -172,7 +184,7 @@ def load_text_corpus(
     """
     from datasets import DatasetDict, load_dataset
 
-    specs = [dataset] if isinstance(dataset, str) else list(dataset or [])
+    specs = _expand_globs(dataset)
     if not specs or (len(specs) == 1 and specs[0].lower() == "shakespeare" and not Path(specs[0]).exists()):
         raw = load_dataset("text", data_files=_embedded_shakespeare(), sample_by="paragraph", cache_dir=cache_dir)
         origin = "the embedded Shakespeare corpus"
@@ -234,6 +246,91 @@ def load_text_corpus(
         if len(raw[split]) == 0:
             raise ValueError(f"split {split!r} of {origin} has no non-empty documents")
     return DatasetDict({"train": raw["train"], "validation": raw["validation"]})
+
+
+def held_out(text: str, share: float) -> bool:
+    """Whether a document belongs to the held-out validation slice of a stream without a validation split: a hash of
+    its text falls in the first `share` of the range. The rule needs no position in the stream, so every process
+    and every sharding of the stream holds out the same documents."""
+    import hashlib
+
+    digest = int.from_bytes(hashlib.blake2b(text.encode("utf-8"), digest_size=8).digest(), "big")
+    return digest < share * 2**64
+
+
+def load_text_stream(
+    dataset: str | Sequence[str] | None = None,
+    *,
+    dataset_config: str | None = None,
+    text_column: str = "text",
+    held_out_share: float = 0.01,
+    cache_dir: str | None = None,
+):
+    """The corpus as streams of documents (`datasets.IterableDataset`, column `text`): `(train, validation)`.
+
+    Nothing is loaded whole: documents are read from the files (or the Hub) as the training consumes them, so memory
+    does not grow with the corpus. `dataset` as for `load_text_corpus` (local files, folders or globs of text / JSON /
+    Parquet / CSV files, compressed too; a Hub dataset name; none: the embedded corpus). Each file is one shard of the
+    stream (processes read whole shards of their own). Validation: the `validation*` files or the dataset's
+    validation split, else the documents `held_out` selects (`held_out_share` of them), which training then skips.
+    """
+    from datasets import load_dataset
+
+    specs = _expand_globs(dataset)
+    if not specs or (len(specs) == 1 and specs[0].lower() == "shakespeare" and not Path(specs[0]).exists()):
+        files = {"train": [Path(p) for p in _embedded_shakespeare()["train"]]}
+        files["validation"] = [Path(p) for p in _embedded_shakespeare()["validation"]]
+    elif all(Path(s).expanduser().exists() for s in specs):
+        files = _local_text_files(specs)
+        files.pop("test", None)
+        if "train" not in files:
+            raise ValueError(f"no training files among {specs} (files named test* / validation* are not training)")
+    elif len(specs) == 1:
+        files = None
+    else:
+        missing = [s for s in specs if not Path(s).expanduser().exists()]
+        raise FileNotFoundError(f"dataset files not found: {missing}")
+
+    streams = {}
+    if files is None:
+        try:
+            hub = load_dataset(specs[0], dataset_config, streaming=True, cache_dir=cache_dir)
+        except Exception as err:
+            raise ValueError(
+                f"could not stream dataset {specs[0]!r} (config {dataset_config!r}): neither an existing local path "
+                f"nor a loadable Hugging Face dataset ({type(err).__name__}: {err})"
+            ) from err
+        streams = {k: hub[k] for k in ("train", "validation") if k in hub}
+    else:
+        for split, paths in files.items():
+            kinds = {file_format(p, {**TEXT_FORMATS, **TABLE_FORMATS}) for p in paths}
+            if len(kinds) > 1:
+                raise ValueError(f"split {split!r} mixes file types {sorted(kinds)}: {[str(p) for p in paths]}")
+            kind = kinds.pop()
+            extra = {"sample_by": "paragraph"} if kind == "text" else {}
+            streams[split] = load_dataset(
+                kind, data_files=[str(p) for p in paths], split="train", streaming=True, cache_dir=cache_dir, **extra
+            )
+    if "train" not in streams:
+        raise ValueError(f"dataset {specs[0]!r} has no 'train' split")
+    for split, stream in list(streams.items()):
+        if stream.column_names is not None and text_column not in stream.column_names:
+            raise ValueError(
+                f"split {split!r}: no text column {text_column!r}; columns are {stream.column_names} "
+                "(choose one with --text-column)"
+            )
+        stream = stream.select_columns([text_column])
+        if text_column != "text":
+            stream = stream.rename_column(text_column, "text")
+        stream = stream.filter(lambda ex: bool(ex["text"] and ex["text"].strip()))
+        streams[split] = stream.map(lambda ex: {"text": ex["text"].strip()})
+    if "validation" not in streams:
+        if not 0.0 < held_out_share < 1.0:
+            raise ValueError(f"held_out_share must be in (0, 1), got {held_out_share}")
+        train = streams["train"]
+        streams["validation"] = train.filter(lambda ex: held_out(ex["text"], held_out_share))
+        streams["train"] = train.filter(lambda ex: not held_out(ex["text"], held_out_share))
+    return streams["train"], streams["validation"]
 
 
 def take_subset(dataset: Dataset, n: int | None, seed: int = 0) -> Dataset:

@@ -227,6 +227,14 @@ class TrainOptions(_Preset):
     dataset_config: str | None = _opt(None, "configuration of a Hugging Face dataset")
     text_column: str = _opt("text", "text column of table files / Hub datasets")
     max_train_documents: int | None = _opt(None, "use only the first N documents", min=1)
+    streaming: bool = _opt(
+        False,
+        "read the corpus as a stream (local files, folders or globs; Hub datasets): documents are tokenized and "
+        "packed as training reads them, so memory does not grow with the corpus; each process reads its own files",
+    )
+    tokenizer_sample_documents: int = _opt(
+        100_000, "with --streaming: the first N training documents train the tokenizer", min=1
+    )
     tokenizer: str | None = _opt(None, "existing tokenizer (path or Hub name) instead of training one")
     init_from: str | None = _opt(
         None,
@@ -241,6 +249,12 @@ class TrainOptions(_Preset):
     block_size: int | None = _opt(None, "tokens per training block (none: the size's)", min=1)
     batch_size: int | None = _opt(None, "blocks per device and step (none: the size's)", min=1)
     gradient_accumulation_steps: int = _opt(1, "micro-batches per optimizer step", min=1)
+    global_batch_size: int | None = _opt(
+        None,
+        "blocks per optimizer step over all processes: the gradient accumulation is derived from it, so the "
+        "recipe stays the same whatever the number of processes (none: batch size x processes x accumulation)",
+        min=1,
+    )
     max_steps: int = _opt(100, "optimizer steps", min=1)
     learning_rate: float | None = _opt(None, "peak learning rate (none: the size's)", min=0)
     warmup_steps: int | None = _opt(None, "warm-up steps (none: 10%% of the steps, at most 2000)", min=0)

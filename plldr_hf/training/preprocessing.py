@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from datasets import Dataset, DatasetDict
 
 
-__all__ = ["pack_into_blocks", "preprocess_translation", "split_into_documents", "training_collator"]
+__all__ = ["pack_into_blocks", "pack_stream", "preprocess_translation", "split_into_documents", "training_collator"]
 
 
 def _document_tokenizer(tokenizer, block_size: int):
@@ -36,6 +36,44 @@ def _document_tokenizer(tokenizer, block_size: int):
     return tokenize
 
 
+def _block_cutter(block_size: int):
+    """The `datasets.map` function that joins a batch of tokenised documents and cuts it into whole blocks (the
+    tokens after the last whole block of the batch are dropped)."""
+
+    def group(batch):
+        flat = list(chain.from_iterable(batch["ids"]))
+        usable = len(flat) // block_size * block_size
+        return {"input_ids": [flat[i : i + block_size] for i in range(0, usable, block_size)]}
+
+    return group
+
+
+def pack_stream(stream, tokenizer, block_size: int, *, documents_per_batch: int = 1000, padding_free: bool = False):
+    """Streamed documents (`datasets.IterableDataset`, column `text`) → model inputs as they arrive: the layout of
+    `pack_into_blocks` (documents joined by `[END]`, cut into blocks of `block_size`) within each batch of
+    `documents_per_batch` documents, less than one block dropped per batch; or, `padding_free`, one example per
+    document as `split_into_documents`. Lazy: nothing is read until the stream is iterated, and the shards of the
+    stream stay shards (each process of a distributed run reads its own)."""
+    tokenize = _document_tokenizer(tokenizer, block_size)
+    if padding_free:
+
+        def pieces(batch):
+            docs = tokenize(batch)["ids"]
+            return {
+                "input_ids": [
+                    d[i : i + block_size] for d in docs for i in range(0, len(d), block_size) if len(d[i:]) >= 2
+                ]
+            }
+
+        return stream.map(pieces, batched=True, batch_size=documents_per_batch, remove_columns=["text"])
+    group = _block_cutter(block_size)
+
+    def blocks(batch):
+        return group(tokenize(batch))
+
+    return stream.map(blocks, batched=True, batch_size=documents_per_batch, remove_columns=["text"])
+
+
 def pack_into_blocks(
     dataset: Dataset,
     tokenizer,
@@ -51,12 +89,7 @@ def pack_into_blocks(
     one column `input_ids` (lists of `block_size` ids).
     """
     tokenize = _document_tokenizer(tokenizer, block_size)
-
-    def group(batch):
-        flat = list(chain.from_iterable(batch["ids"]))
-        usable = len(flat) // block_size * block_size
-        return {"input_ids": [flat[i : i + block_size] for i in range(0, usable, block_size)]}
-
+    group = _block_cutter(block_size)
     tokenized = dataset.map(
         tokenize, batched=True, remove_columns=dataset.column_names, num_proc=num_proc, desc=f"{desc}: tokenising"
     )

@@ -20,6 +20,7 @@ Shared: `bf16_available`, `seconds_per_step` (the one definition of s/step every
 
 from __future__ import annotations
 
+import logging
 import os
 from typing import TYPE_CHECKING
 
@@ -31,6 +32,8 @@ if TYPE_CHECKING:
 
     from plldr_hf.models.agf import AgfConfig
 
+
+logger = logging.getLogger(__name__)
 
 __all__ = [
     "agf_config",
@@ -82,13 +85,31 @@ def causal_lm_recipe(options: TrainOptions) -> tuple[TrainingArguments, Pretrain
     )
     if options.architecture == "llama":
         config = llama_config_like(config)
+    accumulation = options.gradient_accumulation_steps
+    if options.global_batch_size is not None:
+        processes = int(os.environ.get("WORLD_SIZE", "1"))
+        per_step = options.batch_size * processes
+        if options.global_batch_size % per_step:
+            raise ValueError(
+                f"--global-batch-size {options.global_batch_size} is not a multiple of --batch-size "
+                f"{options.batch_size} x {processes} process(es); choose a multiple of {per_step}"
+            )
+        accumulation = options.global_batch_size // per_step
+        logger.info(
+            "global batch %d blocks = %d per process x %d process(es) x %d accumulation steps",
+            options.global_batch_size,
+            options.batch_size,
+            processes,
+            accumulation,
+        )
+    streamed = dict(accelerator_config={"dispatch_batches": False}) if options.streaming else {}
     args = reference_training_arguments(
         str(options.output_dir),
         max_steps=options.max_steps,
         learning_rate=options.learning_rate,
         warmup_steps=options.warmup_steps,
         per_device_train_batch_size=options.batch_size,
-        gradient_accumulation_steps=options.gradient_accumulation_steps,
+        gradient_accumulation_steps=accumulation,
         clip_by=options.clip_by,
         bf16=options.bf16,
         logging_steps=options.logging_steps,
@@ -99,6 +120,9 @@ def causal_lm_recipe(options: TrainOptions) -> tuple[TrainingArguments, Pretrain
         seed=options.seed,
         disable_tqdm=options.no_progress,
         fsdp_for=config if options.fsdp else None,
+        include_num_input_tokens_seen=True,
+        # each process reads its own shards of a stream, instead of the main process reading for all
+        **streamed,
     )
     return args, config
 

@@ -47,7 +47,7 @@ class RunReport:
         vocab_size: its tokenizer's size.
         global_step: optimizer steps run.
         max_steps: optimizer steps planned (None: a run of epochs).
-        train_examples: training examples (packed blocks, documents or sentence pairs).
+        train_examples: training examples (packed blocks, documents or sentence pairs); None for a stream.
         eval_examples: validation examples scored at each evaluation.
         train_metrics: Trainer's training summary (`train_runtime`, `train_loss`, ...).
         eval_metrics: the last validation evaluation (`eval_loss`, ...).
@@ -75,7 +75,7 @@ class RunReport:
     vocab_size: int
     global_step: int
     max_steps: int | None
-    train_examples: int
+    train_examples: int | None
     eval_examples: int
     train_metrics: dict = field(default_factory=dict)
     eval_metrics: dict = field(default_factory=dict)

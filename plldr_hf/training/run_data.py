@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from plldr_hf.training.corpus import load_text_corpus, load_translation_dataset, take_subset
+from plldr_hf.training.corpus import load_text_corpus, load_text_stream, load_translation_dataset, take_subset
 from plldr_hf.training.options import TrainOptions, TranslationOptions
 
 
@@ -36,31 +36,39 @@ class LanguageModelData:
 
 def prepare_tokenizer_and_data(options: TrainOptions, tokenizer=None, load_saved: bool = False) -> LanguageModelData:
     """The tokenizer, train / validation blocks and collator of a PLDR-LLM run (`TrainOptions`): its corpus
-    (`load_text_corpus`), tokenizer (given, saved or trained: `train_sentencepiece_tokenizer`), blocks
-    (`pack_into_blocks`, or `split_into_documents` with `padding_free`) and `training_collator`.
+    (`load_text_corpus`, or `load_text_stream` with `streaming`), tokenizer (given, saved or trained:
+    `train_sentencepiece_tokenizer`), blocks (`pack_into_blocks`, `split_into_documents` with `padding_free`;
+    `pack_stream` with `streaming`) and `training_collator`.
 
     The tokenizer is `tokenizer` if given (the run's starting point: `options.tokenizer`, or the `init_from`
     model's), else the one saved in `options.output_dir` when resuming or when `load_saved` (the other processes of a
-    distributed run, after the main one trained it), else trained on the training split."""
+    distributed run, after the main one trained it), else trained on the training split (streaming: on its first
+    `tokenizer_sample_documents` documents). Streamed, the training blocks are an `IterableDataset` read as training
+    consumes it, and the validation blocks a fixed held-out slice (`max_eval_blocks`, default 256 blocks)."""
+    from datasets import Dataset
     from transformers import AutoTokenizer
 
-    from plldr_hf.training.preprocessing import pack_into_blocks, split_into_documents, training_collator
+    from plldr_hf.training.preprocessing import pack_into_blocks, pack_stream, split_into_documents, training_collator
     from plldr_hf.training.tokenizers import train_sentencepiece_tokenizer
 
-    corpus = load_text_corpus(
-        options.dataset or None,
-        dataset_config=options.dataset_config,
-        text_column=options.text_column,
-        max_train_documents=options.max_train_documents,
-        seed=options.seed,
-    )
+    source = dict(dataset_config=options.dataset_config, text_column=options.text_column)
+    if options.streaming:
+        train_docs, validation_docs = load_text_stream(options.dataset or None, **source)
+        if options.max_train_documents is not None:
+            train_docs = train_docs.take(options.max_train_documents)
+        tokenizer_docs = [row["text"] for row in train_docs.take(options.tokenizer_sample_documents)]
+    else:
+        corpus = load_text_corpus(
+            options.dataset or None, max_train_documents=options.max_train_documents, seed=options.seed, **source
+        )
+        train_docs, validation_docs, tokenizer_docs = corpus["train"], corpus["validation"], corpus["train"]
     saved = Path(options.output_dir, "tokenizer.json")
     if tokenizer is None and (options.resume or load_saved) and saved.exists():
         tokenizer = AutoTokenizer.from_pretrained(options.output_dir)
     elif tokenizer is None:
         logger.info("training a %d-piece SentencePiece unigram tokenizer", options.vocab_size)
         tokenizer = train_sentencepiece_tokenizer(
-            corpus["train"], options.vocab_size, model_max_length=options.block_size, seed=options.seed
+            tokenizer_docs, options.vocab_size, model_max_length=options.block_size, seed=options.seed
         )
         if len(tokenizer) < options.vocab_size:
             # SentencePiece stops where the corpus has no more pieces to offer; the model is sized to the result
@@ -77,19 +85,34 @@ def prepare_tokenizer_and_data(options: TrainOptions, tokenizer=None, load_saved
             f"the tokenizer's pad token ({tokenizer.pad_token!r}) must be a token of its own, not None or the eos "
             "token; use a tokenizer with a [PAD] token (the PLDR-LLM tokenizer has one) or train one (no --tokenizer)"
         )
-    if options.padding_free:
-        train_blocks = split_into_documents(corpus["train"], tokenizer, options.block_size, desc="Train documents")
+    max_eval_blocks = options.max_eval_blocks
+    if options.streaming:
+        max_eval_blocks = max_eval_blocks or 256
+        validation_docs = Dataset.from_dict(
+            {"text": _first_documents(validation_docs, tokenizer, options, max_eval_blocks)}
+        )
+        train_blocks = pack_stream(train_docs, tokenizer, options.block_size, padding_free=options.padding_free)
+    elif options.padding_free:
+        train_blocks = split_into_documents(train_docs, tokenizer, options.block_size, desc="Train documents")
     else:
-        train_blocks = pack_into_blocks(corpus["train"], tokenizer, options.block_size, desc="Packing train")
+        train_blocks = pack_into_blocks(train_docs, tokenizer, options.block_size, desc="Packing train")
     eval_blocks = pack_into_blocks(
-        corpus["validation"],
-        tokenizer,
-        options.block_size,
-        max_blocks=options.max_eval_blocks,
-        desc="Packing validation",
+        validation_docs, tokenizer, options.block_size, max_blocks=max_eval_blocks, desc="Packing validation"
     )
     collator = training_collator(options.padding_free, tokenizer)
     return LanguageModelData(tokenizer, train_blocks, eval_blocks, collator)
+
+
+def _first_documents(stream, tokenizer, options: TrainOptions, blocks: int) -> list[str]:
+    """The first documents of a stream that fill `blocks` validation blocks (plus one, for what packing drops):
+    a fixed held-out slice, read once."""
+    texts, tokens = [], 0
+    for row in stream:
+        texts.append(row["text"])
+        tokens += len(tokenizer(row["text"], add_special_tokens=False, verbose=False)["input_ids"]) + 1
+        if tokens >= (blocks + 1) * options.block_size:
+            break
+    return texts
 
 
 @dataclass

@@ -62,11 +62,17 @@ PRESETS: dict[str, dict[str, dict]] = {
                           intermediate_size=682, A_dff=170, num_reslayerA=8, num_denseA=2),
             "run": dict(block_size=256, batch_size=4, vocab_size=4096, learning_rate=1e-3),
         },
-        # the released 110M v51 architecture (config.json of fromthesky/PLDR-LLM-v51-110M-1)
+        # the released 110M v51 architecture (config.json of fromthesky/PLDR-LLM-v51-110M-1, whose context of
+        # 1,024 tokens is the block) and the papers' pretraining run: batches of 32 sequences and about 8B tokens of
+        # RefinedWeb (arXiv 2410.16703, abstract), so 8e9 / (32 x 1,024) = 244,141 steps; 16 sequences per process,
+        # the accumulation derived from the process count (2 GPUs: none). Optimiser, warm-up and schedule: the
+        # reference recipe (`recipes.reference_training_arguments`: AdamW 0.9 / 0.95, eps 1e-5, weight decay 0.1,
+        # clipping by value 1.0, 2,000 warm-up steps, cosine to 10 %), peak 1e-3
         "110m": {
             "model": dict(hidden_size=896, num_attention_heads=14, head_dim=64, num_hidden_layers=5,
                           intermediate_size=2389, A_dff=170, num_reslayerA=8, num_denseA=2),
-            "run": dict(block_size=1024, batch_size=16, vocab_size=32000, learning_rate=1e-3),
+            "run": dict(block_size=1024, batch_size=16, global_batch_size=32, vocab_size=32000, learning_rate=1e-3,
+                        max_steps=244_141, save_steps=5000, max_eval_blocks=256),
         },
     },
     "agf": {
@@ -255,7 +261,7 @@ class TrainOptions(_Preset):
         "recipe stays the same whatever the number of processes (none: batch size x processes x accumulation)",
         min=1,
     )
-    max_steps: int = _opt(100, "optimizer steps", min=1)
+    max_steps: int | None = _opt(None, "optimizer steps (none: the size's; 100 where it sets none)", min=1)
     learning_rate: float | None = _opt(None, "peak learning rate (none: the size's)", min=0)
     warmup_steps: int | None = _opt(None, "warm-up steps (none: 10%% of the steps, at most 2000)", min=0)
     clip_by: str = _opt("value", "gradient clipping at 1.0", choices=("value", "norm"))
@@ -297,7 +303,8 @@ class TrainOptions(_Preset):
     )
 
     def _resolve(self) -> TrainOptions:
-        """Fills the size-dependent defaults (block, batch, vocabulary, learning rate) and checks the values."""
+        """Fills what the options leave unset (None) from the size's run settings (block, batch, vocabulary, learning
+        rate, steps, ...; 100 steps where the size sets none) and checks the values."""
         sizes = PRESETS["pldrllm"]
         if self.size not in sizes:
             raise ValueError(f"unknown size {self.size!r}; choose one of {sorted(sizes)}")
@@ -306,9 +313,11 @@ class TrainOptions(_Preset):
         self.check_numbers()
         preset = sizes[self.size]["run"]
         out = copy.copy(self)
-        for name in ("block_size", "batch_size", "vocab_size", "learning_rate"):
+        for name, value in preset.items():
             if getattr(out, name) is None:
-                setattr(out, name, preset[name])
+                setattr(out, name, value)
+        if out.max_steps is None:
+            out.max_steps = 100
         out.report_to = [r for r in self.report_to if r != "none"]
         out.dataset = list(self.dataset)
         out.dag_weights = tuple(float(w) for w in self.dag_weights)

@@ -39,6 +39,7 @@ __all__ = [
     "agf_config",
     "bf16_available",
     "causal_lm_recipe",
+    "gradient_accumulation",
     "llama_config_like",
     "model_fields",
     "pldrllm_config",
@@ -75,6 +76,29 @@ def model_fields(family: str, size: str) -> dict:
     return dict(sizes[model]["model"] if isinstance(model, str) else model)
 
 
+def gradient_accumulation(options: TrainOptions, processes: int) -> int:
+    """Micro-batches per optimizer step: `options.global_batch_size` / (batch size x `processes`) when the options
+    set a global batch (so the recipe is the same on any number of processes; logged), else
+    `options.gradient_accumulation_steps`."""
+    if options.global_batch_size is None:
+        return options.gradient_accumulation_steps
+    per_step = options.batch_size * processes
+    if options.global_batch_size % per_step:
+        raise ValueError(
+            f"--global-batch-size {options.global_batch_size} is not a multiple of --batch-size {options.batch_size} "
+            f"x {processes} process(es); choose a multiple of {per_step}"
+        )
+    accumulation = options.global_batch_size // per_step
+    logger.info(
+        "global batch of %d = %d per process x %d process(es) x %d accumulation steps",
+        options.global_batch_size,
+        options.batch_size,
+        processes,
+        accumulation,
+    )
+    return accumulation
+
+
 def causal_lm_recipe(options: TrainOptions) -> tuple[TrainingArguments, PretrainedConfig]:
     """What a PLDR-LLM run (or its Llama baseline) is built from: its `TrainingArguments` (the reference recipe with
     the options' values; FSDP2 with `fsdp`) and the model config of its size, with the vocabulary asked for (the run
@@ -85,23 +109,7 @@ def causal_lm_recipe(options: TrainOptions) -> tuple[TrainingArguments, Pretrain
     )
     if options.architecture == "llama":
         config = llama_config_like(config)
-    accumulation = options.gradient_accumulation_steps
-    if options.global_batch_size is not None:
-        processes = int(os.environ.get("WORLD_SIZE", "1"))
-        per_step = options.batch_size * processes
-        if options.global_batch_size % per_step:
-            raise ValueError(
-                f"--global-batch-size {options.global_batch_size} is not a multiple of --batch-size "
-                f"{options.batch_size} x {processes} process(es); choose a multiple of {per_step}"
-            )
-        accumulation = options.global_batch_size // per_step
-        logger.info(
-            "global batch %d blocks = %d per process x %d process(es) x %d accumulation steps",
-            options.global_batch_size,
-            options.batch_size,
-            processes,
-            accumulation,
-        )
+    accumulation = gradient_accumulation(options, int(os.environ.get("WORLD_SIZE", "1")))
     streamed = dict(accelerator_config={"dispatch_batches": False}) if options.streaming else {}
     args = reference_training_arguments(
         str(options.output_dir),

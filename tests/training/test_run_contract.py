@@ -68,3 +68,18 @@ def test_every_family_trains_through_its_descriptor():
     assert {TrainOptions.FAMILY, TranslationOptions.FAMILY} == set(FAMILIES)
     for family in FAMILIES.values():
         assert family.train.function.__module__.startswith("plldr_hf.training.")
+
+
+def test_the_110m_size_is_the_papers_run_and_its_global_batch_holds_on_any_process_count():
+    from plldr_hf.training.recipes import gradient_accumulation
+
+    options = TrainOptions(size="110m").resolved()
+    # batches of 32 sequences of 1,024 tokens, about 8B tokens (arXiv 2410.16703, abstract)
+    assert (options.block_size, options.global_batch_size, options.max_steps) == (1024, 32, 244_141)
+    assert abs(options.global_batch_size * options.block_size * options.max_steps - 8e9) < 32 * 1024
+    assert [gradient_accumulation(options, processes) for processes in (1, 2)] == [2, 1]
+    with pytest.raises(ValueError, match="not a multiple of --batch-size 16 x 4 process"):
+        gradient_accumulation(options, 4)
+    # without a global batch the accumulation is the option's, and a size without steps runs 100
+    assert gradient_accumulation(TrainOptions(size="mini", gradient_accumulation_steps=3).resolved(), 2) == 3
+    assert TrainOptions(size="mini").resolved().max_steps == 100

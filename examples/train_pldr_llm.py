@@ -14,8 +14,8 @@ that support it) and writes checkpoints, the final model and tokenizer, `loss_cu
 
 Several GPUs or processes, unchanged (Trainer picks up the launcher's environment):
 
-    torchrun --nproc_per_node 4 examples/train_pldr_llm.py --size 110m --dataset tiiuae/falcon-refinedweb \
-        --text-column content --max-steps 250000 --warmup-steps 2000 --learning-rate 1.2e-3
+    torchrun --nproc_per_node 4 examples/train_pldr_llm.py --size 110m --streaming \
+        --dataset tiiuae/falcon-refinedweb --text-column content      # the papers' run: ~8B tokens, streamed
     accelerate launch --num_processes 4 examples/train_pldr_llm.py --size 110m ...
     # CPU-only multi-process (gloo): `accelerate launch --cpu --num_processes 2` runs ONE process; use
     torchrun --nproc_per_node 2 examples/train_pldr_llm.py --tiny
@@ -33,6 +33,9 @@ def main(argv=None) -> int:
     parser.add_argument("--dag-weights", help="DAG weights a,p,g on A_LM, A_P, G_LM")
     parser.add_argument("--dataset", nargs="+", help="text files, or a Hugging Face dataset name")
     parser.add_argument("--text-column")
+    parser.add_argument("--streaming", action="store_true", help="read the corpus as a stream (large corpora)")
+    parser.add_argument("--tokenizer", help="an existing tokenizer folder instead of training one")
+    parser.add_argument("--bf16", action="store_true", default=None, help="bf16 mixed precision (GPUs)")
     parser.add_argument("--learning-rate", type=float)
     parser.add_argument("--warmup-steps", type=int)
     parser.add_argument("--output-dir")

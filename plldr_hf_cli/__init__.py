@@ -10,6 +10,7 @@ so imports torch and transformers, seconds); parsing, `--help` and usage errors 
 
 import argparse
 import importlib
+import os
 import pkgutil
 import sys
 
@@ -49,6 +50,23 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def wait_threads_passively_when_busy(threads: int | None = None) -> bool:
+    """On a busy machine, make OpenMP threads sleep while they wait for each other (`OMP_WAIT_POLICY=PASSIVE`), set
+    before torch starts OpenMP. Busy: the 1-minute load average plus this run's threads (`threads`; torch's
+    default: every CPU) exceeds the CPU count by more than half a CPU. Spinning threads then burn the time slices the
+    threads they wait for need: measured on 2 CPUs with 3 other busy processes, the quickstart's translator step went
+    from 163 ms to 1,258 ms (7.7x) spinning and from 253 ms to 553 ms (2.2x) sleeping; idle, sleeping costs 1.2-1.7x,
+    so an idle machine keeps the default (`benchmarks/results/threads_under_load.md`). The wait changes no
+    arithmetic: the scores stay the same. A policy the user set is kept. Returns whether it was set."""
+    if "OMP_WAIT_POLICY" in os.environ or not hasattr(os, "getloadavg"):
+        return False
+    cpus = os.cpu_count() or 1
+    if os.getloadavg()[0] + (threads or cpus) <= cpus + 0.5:
+        return False
+    os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
+    return True
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
@@ -70,6 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     problem = output_overlaps_input(args) or output_file_problem(args)
     if problem:
         return fail(args.command, problem)
+    wait_threads_passively_when_busy(getattr(args, "threads", None))
     restore = None if args.verbose else quiet_libraries()
     try:
         result = args.func(args)

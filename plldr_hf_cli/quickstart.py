@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import os
 import sys
 import time
 from dataclasses import asdict, dataclass, replace
@@ -432,7 +433,12 @@ def write_summary(out: Path, results: dict) -> Path:
         f"Wall time {results['wall_minutes']:.1f} min"
         + (f" (budget {results['plan']['minutes']:g} min)" if results["plan"]["minutes"] is not None else "")
         + f"; torch {results['versions']['torch']}, transformers {results['versions']['transformers']}, "
-        f"{results['versions']['threads']} CPU threads.",
+        f"{results['versions']['threads']} CPU threads"
+        + (
+            " (the machine was busy at the start: OpenMP threads sleep while they wait, OMP_WAIT_POLICY=PASSIVE)."
+            if results["versions"]["omp_wait_policy"] == "PASSIVE"
+            else "."
+        ),
         "",
         "## PLDR-LLM on the embedded Shakespeare corpus",
         "",
@@ -610,6 +616,8 @@ def _run_quickstart(output_dir, plan, translator) -> dict:
             "torch": torch.__version__,
             "transformers": transformers.__version__,
             "threads": torch.get_num_threads(),
+            # set by the command line on a busy machine (`wait_threads_passively_when_busy`): no change in arithmetic
+            "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", "default"),
         },
     }
     deadline = Deadline(plan.minutes * 60 if plan.minutes is not None else None)

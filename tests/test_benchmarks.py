@@ -149,3 +149,15 @@ def test_position_ablation_quick_reports_the_source_gap_of_each_variant(tmp_path
         assert long[split]["loss"] == plain[split]["loss"] and long[split]["accuracy"] == plain[split]["accuracy"]
     assert long["final_loss"] == plain["final_loss"]
     assert runs("long")[("sinusoidal", 1)]["test"]["loss"] == runs("out")[("sinusoidal", 1)]["test"]["loss"]
+
+
+def test_streaming_benchmark_quick_mode_measures_both_paths(tmp_path):
+    # numbers are reported, not asserted (they belong to the machine): the quick run works end to end
+    from benchmarks import streaming
+
+    output = tmp_path / "streaming.md"
+    assert streaming.main(["--quick", "--output", str(output)]) == 0
+    text = output.read_text()
+    for contender in streaming.CONTENDERS:
+        assert f"| {contender} |" in text
+    assert "peak memory, streamed 10x / streamed 1x" in text and "tokens/s, streamed / in memory (1x)" in text

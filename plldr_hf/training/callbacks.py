@@ -125,9 +125,12 @@ class LossProgressCallback(ProgressCallback):
     def __init__(self, desc: str | None = None):
         super().__init__()
         self.desc = desc
+        self.start = None
+        self.tokens = None
 
     def on_train_begin(self, args, state, control, **kwargs):
         super().on_train_begin(args, state, control, **kwargs)
+        self.start = time.perf_counter()
         if self.training_bar is not None and self.desc:
             self.training_bar.set_description(self.desc)
 
@@ -137,11 +140,18 @@ class LossProgressCallback(ProgressCallback):
         # the validation loss shown is the language-model part (`eval_lm_loss`, what the report's perplexity is
         # exp of) when the loss also holds the DAG term; the training loss is the whole objective
         shown = {"loss": ("loss",), "val loss": ("eval_lm_loss", "eval_loss"), "val acc": ("eval_accuracy",)}
+        tokens = logs.get("num_input_tokens_seen")
+        if isinstance(tokens, (int, float)) and tokens > 0:
+            # tokens seen, and their rate since the first step (the bar's own rate counts steps)
+            elapsed = time.perf_counter() - (self.start or time.perf_counter())
+            self.tokens = f"{tokens:,.0f}" + (f" ({tokens / elapsed:,.0f}/s)" if elapsed > 0 else "")
         postfix = {}
         for label, keys in shown.items():
             value = next((logs[key] for key in keys if isinstance(logs.get(key), float)), None)
             if value is not None:
                 postfix[label] = f"{value:.4g}"
+        if self.tokens:
+            postfix["tokens"] = self.tokens
         if postfix:
             self.training_bar.set_postfix(postfix, refresh=False)
 
@@ -158,7 +168,9 @@ def use_progress_bar(trainer, enabled: bool = True, desc: str | None = None) -> 
 
 class OrderParameterCallback(TrainerCallback):
     """The order parameters of a PLDR-LLM with a learned G (`plldr_hf.models.pldrllm.diagnostics.order_parameters`)
-    before the first step (`before`) and after the last (`after`), measured on the main process.
+    before the first step (`before`), at every evaluation (G_LM's, across the calibration inputs, as
+    `order_parameter_G_LM` in the log history beside the validation loss) and after the last step (`after`),
+    measured on the main process.
 
     The untrained model's values are kept in `init_file`, so a resumed run (`resumed=True`) reports the values of
     the run's start instead of measuring the checkpoint. The measurement restores the random-number state it found,
@@ -194,6 +206,15 @@ class OrderParameterCallback(TrainerCallback):
             return
         self.before = self._measure(args, model)
         self.init_file.write_text(json.dumps(self.before))
+
+    def on_evaluate(self, args, state, control, model=None, **kwargs):
+        logged = [entry["step"] for entry in state.log_history if "order_parameter_G_LM" in entry]
+        if not state.is_world_process_zero or (logged and logged[-1] == state.global_step):
+            return  # the final evaluation right after an evaluation at the last step
+        measured = self._measure(args, model)
+        if measured is not None:
+            value = measured["across_inputs_max_over_layers"]["G_LM"]
+            state.log_history.append({"order_parameter_G_LM": value, "step": state.global_step})
 
     def on_train_end(self, args, state, control, model=None, **kwargs):
         if state.is_world_process_zero:

@@ -1,5 +1,6 @@
 """The command line as a user meets it: fast help, one-line errors with exit status 2, no half-made folders."""
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -213,3 +214,16 @@ def test_ctrl_c_during_training_is_one_line_saying_how_to_resume(monkeypatch, ca
     assert main(["train", "pldrllm", "--tiny", "--output-dir", str(tmp_path / "run2")]) == 130
     err = capsys.readouterr().err.strip()
     assert err == "plldr-hf train: interrupted; continue from the last checkpoint with the same command and --resume"
+
+
+def test_threads_wait_passively_on_a_busy_machine_only(monkeypatch):
+    from plldr_hf_cli import wait_threads_passively_when_busy
+
+    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(os, "getloadavg", lambda: (0.2, 0.2, 0.2))
+    assert not wait_threads_passively_when_busy(2) and "OMP_WAIT_POLICY" not in os.environ
+    monkeypatch.setattr(os, "getloadavg", lambda: (6.5, 6.0, 5.0))
+    assert wait_threads_passively_when_busy(2) and os.environ["OMP_WAIT_POLICY"] == "PASSIVE"
+    monkeypatch.setenv("OMP_WAIT_POLICY", "ACTIVE")  # the user's choice is kept
+    assert not wait_threads_passively_when_busy(2) and os.environ["OMP_WAIT_POLICY"] == "ACTIVE"

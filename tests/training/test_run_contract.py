@@ -57,6 +57,11 @@ def test_one_train_serves_the_pldrllm_family_and_reports_in_its_fields(tmp_path)
     validation = report.scores["validation"]
     assert validation["perplexity"] > 1 and validation["blocks"] == report.eval_examples > 0
     assert set(report.diagnostics) == {"order_parameter_before", "order_parameter_after"}
+    # the order parameter at each evaluation, beside the validation loss (here the final one, at step 2)
+    logged = [entry for entry in report.log_history if "order_parameter_G_LM" in entry]
+    after = report.diagnostics["order_parameter_after"]["across_inputs_max_over_layers"]["G_LM"]
+    assert [entry["step"] for entry in logged] == [2] and logged[0]["order_parameter_G_LM"] == pytest.approx(after)
+    assert [entry["num_input_tokens_seen"] for entry in report.log_history if "loss" in entry][-1] == 2 * 8 * 64
     saved = json.loads(report.path.read_text())
     assert saved["scores"]["validation"] == validation
     assert RunReport.load(tmp_path).to_dict() == json.loads(json.dumps(report.to_dict(), default=str))

@@ -234,6 +234,7 @@ def run_pldrllm(plan: QuickstartPlan, out: Path, deadline: Deadline) -> dict:
         "max_steps": report.max_steps,
         "stopped_by_time_budget": any(b.stopped_early for b in budget),
         "s_per_step": report.seconds_per_step,
+        "dag_weights": list(report.options["dag_weights"]),
         "validation_perplexity": report.scores["validation"]["perplexity"],
         "validation_blocks": report.scores["validation"]["blocks"],
         "tokens_per_block": report.scores["validation"]["tokens_per_block"],
@@ -342,6 +343,7 @@ def run_agf(plan: QuickstartPlan, out: Path, deadline: Deadline) -> dict:
         "pcmv": pcmv,
         "stopped_by_time_budget": any(b.stopped_early for b in budget),
         "train_seconds": run.train_seconds,
+        "validation_pairs": run.eval_examples,
         "test_segments": len(run.datasets["test"]),
         "num_beams": test["num_beams"],
         "bleu": test["bleu"],
@@ -444,7 +446,9 @@ def write_summary(out: Path, results: dict) -> Path:
         "",
         f"- {p['parameters'] / 1e6:.2f}M parameters, {p['steps']} of {p['max_steps']} steps"
         + (" (**stopped by the time budget: not the planned run**)" if pldr_short else "")
-        + f", {_fmt(p['s_per_step'])} s/step (train_runtime / steps), DAG weights 0.05 each (warm-up).",
+        + f", {_fmt(p['s_per_step'])} s/step (train_runtime / steps), DAG weights "
+        + ", ".join(f"{w:g}" for w in p["dag_weights"])
+        + " on A_LM, A_P, G_LM (after a warm-up).",
         f"- Validation perplexity: **{p['validation_perplexity']:.2f}** over the first {p['validation_blocks']} "
         f"blocks of {p['tokens_per_block']} tokens of the validation plays (`plldr-hf evaluate` scores them all)"
         + (" (after a shortened run; not comparable)" if pldr_short else "")
@@ -528,7 +532,7 @@ def write_summary(out: Path, results: dict) -> Path:
     if a["validation"]:
         last = a["validation"][-1]
         lines.append(
-            f"- Validation (64 pairs, teacher-forced) at step {last['step']}: loss {last['loss']:.3f}, token accuracy "
+            f"- Validation ({a['validation_pairs']} pairs, teacher-forced) at step {last['step']}: loss {last['loss']:.3f}, token accuracy "
             f"{100 * (last['accuracy'] or 0):.1f}%"
             + (" (curve in `agf/loss_curves.png`)." if "loss_curves" in a["plots"] else ".")
         )

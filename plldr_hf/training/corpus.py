@@ -151,6 +151,16 @@ def _local_text_files(specs: Sequence[str]) -> dict[str, list[Path]]:
     return files
 
 
+def _text_builder(split: str, paths) -> tuple[str, dict]:
+    """The `datasets` builder of one split's files (one file type per split) and its options: plain text is read
+    one paragraph (blank-line separated) per document."""
+    kinds = {file_format(p, {**TEXT_FORMATS, **TABLE_FORMATS}) for p in paths}
+    if len(kinds) > 1:
+        raise ValueError(f"split {split!r} mixes file types {sorted(kinds)}: {[str(p) for p in paths]}")
+    kind = kinds.pop()
+    return kind, {"sample_by": "paragraph"} if kind == "text" else {}
+
+
 def load_text_corpus(
     dataset: str | Sequence[str] | None = None,
     *,
@@ -195,11 +205,7 @@ def load_text_corpus(
             raise ValueError(f"no training files among {specs} (files named test* / validation* are not training)")
         splits = {}
         for split, paths in files.items():
-            kinds = {file_format(p, {**TEXT_FORMATS, **TABLE_FORMATS}) for p in paths}
-            if len(kinds) > 1:
-                raise ValueError(f"split {split!r} mixes file types {sorted(kinds)}: {[str(p) for p in paths]}")
-            kind = kinds.pop()
-            extra = {"sample_by": "paragraph"} if kind == "text" else {}
+            kind, extra = _text_builder(split, paths)
             splits[split] = read_data_files(kind, paths, cache_dir, **extra)
         raw = DatasetDict(splits)
         origin = f"local files {specs}"
@@ -303,11 +309,7 @@ def load_text_stream(
         streams = {k: hub[k] for k in ("train", "validation") if k in hub}
     else:
         for split, paths in files.items():
-            kinds = {file_format(p, {**TEXT_FORMATS, **TABLE_FORMATS}) for p in paths}
-            if len(kinds) > 1:
-                raise ValueError(f"split {split!r} mixes file types {sorted(kinds)}: {[str(p) for p in paths]}")
-            kind = kinds.pop()
-            extra = {"sample_by": "paragraph"} if kind == "text" else {}
+            kind, extra = _text_builder(split, paths)
             streams[split] = load_dataset(
                 kind, data_files=[str(p) for p in paths], split="train", streaming=True, cache_dir=cache_dir, **extra
             )

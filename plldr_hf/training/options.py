@@ -72,7 +72,7 @@ PRESETS: dict[str, dict[str, dict]] = {
             "model": dict(hidden_size=896, num_attention_heads=14, head_dim=64, num_hidden_layers=5,
                           intermediate_size=2389, A_dff=170, num_reslayerA=8, num_denseA=2),
             "run": dict(block_size=1024, batch_size=16, global_batch_size=32, vocab_size=32000, learning_rate=1e-3,
-                        max_steps=244_141, save_steps=5000, max_eval_blocks=256),
+                        max_steps=244_141, save_steps=5000),
         },
     },
     "agf": {
@@ -106,6 +106,19 @@ PRESETS: dict[str, dict[str, dict]] = {
         },
     },
 }  # fmt: skip
+
+
+# the options a PLDR-LLM size decides when they are left unset (its recipe); a preset's other run settings apply
+# through `from_name` (and `--tiny`) only
+SIZE_RECIPE = (
+    "block_size",
+    "batch_size",
+    "global_batch_size",
+    "vocab_size",
+    "learning_rate",
+    "max_steps",
+    "save_steps",
+)
 
 
 def is_wmt17(dataset) -> bool:
@@ -303,8 +316,9 @@ class TrainOptions(_Preset):
     )
 
     def _resolve(self) -> TrainOptions:
-        """Fills what the options leave unset (None) from the size's run settings (block, batch, vocabulary, learning
-        rate, steps, ...; 100 steps where the size sets none) and checks the values."""
+        """Fills the recipe options left unset (None) from the size's run settings (`SIZE_RECIPE`: block, batch,
+        vocabulary, learning rate, steps; 100 steps where the size sets none) and checks the values. The other run
+        settings of a preset (the smoke run's data limits) apply through `from_name` / `--tiny` only."""
         sizes = PRESETS["pldrllm"]
         if self.size not in sizes:
             raise ValueError(f"unknown size {self.size!r}; choose one of {sorted(sizes)}")
@@ -313,9 +327,9 @@ class TrainOptions(_Preset):
         self.check_numbers()
         preset = sizes[self.size]["run"]
         out = copy.copy(self)
-        for name, value in preset.items():
-            if getattr(out, name) is None:
-                setattr(out, name, value)
+        for name in SIZE_RECIPE:
+            if getattr(out, name) is None and name in preset:
+                setattr(out, name, preset[name])
         if out.max_steps is None:
             out.max_steps = 100
         out.report_to = [r for r in self.report_to if r != "none"]

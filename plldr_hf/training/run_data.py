@@ -88,9 +88,15 @@ def prepare_tokenizer_and_data(options: TrainOptions, tokenizer=None, load_saved
     max_eval_blocks = options.max_eval_blocks
     if options.streaming:
         max_eval_blocks = max_eval_blocks or 256
-        validation_docs = Dataset.from_dict(
-            {"text": _first_documents(validation_docs, tokenizer, options, max_eval_blocks)}
-        )
+        # a fixed held-out slice, read once: the first documents that fill the blocks (plus one, for what packing
+        # drops)
+        texts, tokens = [], 0
+        for row in validation_docs:
+            texts.append(row["text"])
+            tokens += len(tokenizer(row["text"], add_special_tokens=False, verbose=False)["input_ids"]) + 1
+            if tokens >= (max_eval_blocks + 1) * options.block_size:
+                break
+        validation_docs = Dataset.from_dict({"text": texts})
         train_blocks = pack_stream(train_docs, tokenizer, options.block_size, padding_free=options.padding_free)
     elif options.padding_free:
         train_blocks = split_into_documents(train_docs, tokenizer, options.block_size, desc="Train documents")
@@ -101,18 +107,6 @@ def prepare_tokenizer_and_data(options: TrainOptions, tokenizer=None, load_saved
     )
     collator = training_collator(options.padding_free, tokenizer)
     return LanguageModelData(tokenizer, train_blocks, eval_blocks, collator)
-
-
-def _first_documents(stream, tokenizer, options: TrainOptions, blocks: int) -> list[str]:
-    """The first documents of a stream that fill `blocks` validation blocks (plus one, for what packing drops):
-    a fixed held-out slice, read once."""
-    texts, tokens = [], 0
-    for row in stream:
-        texts.append(row["text"])
-        tokens += len(tokenizer(row["text"], add_special_tokens=False, verbose=False)["input_ids"]) + 1
-        if tokens >= (blocks + 1) * options.block_size:
-            break
-    return texts
 
 
 @dataclass

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
@@ -122,15 +121,6 @@ class RunReport:
         saved = json.loads(Path(folder, REPORT_FILE).read_text(encoding="utf-8"))
         known = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in saved.items() if k in known})
-
-    def non_finite_scores(self) -> list[str]:
-        """`split.metric` of every score that is NaN or infinite (a diverged run)."""
-        return [
-            f"{split}.{name}"
-            for split, values in self.scores.items()
-            for name, value in values.items()
-            if isinstance(value, float) and not math.isfinite(value)
-        ]
 
 
 class _WarningCollector(logging.Handler):

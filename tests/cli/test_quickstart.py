@@ -2,6 +2,7 @@
 
 import json
 import math
+from pathlib import Path
 
 import pytest
 
@@ -22,29 +23,35 @@ def test_quickstart_tiny_writes_everything(tmp_path, capsys):
 
     metrics = json.loads((out / "metrics.json").read_text())
     pldr, agf = metrics["pldrllm"], metrics["agf"]
-    assert pldr["steps"] == pldr["max_steps"] == 40
-    assert math.isfinite(pldr["validation_perplexity"]) and 1 < pldr["validation_perplexity"] < 512
+    # each stage holds its training run's report as `train` saved it
+    for stage in (pldr, agf):
+        assert stage["run"] == json.loads((Path(stage["run"]["output_dir"]) / "train_report.json").read_text())
+    assert pldr["run"]["global_step"] == pldr["run"]["max_steps"] == 40
+    perplexity = pldr["run"]["scores"]["validation"]["perplexity"]
+    assert math.isfinite(perplexity) and 1 < perplexity < 512
     assert set(pldr["collapse"]["order_parameter"]) == {"A", "A_LM", "A_P", "G_LM"}
     # a 40-step model is not input-invariant: collapse() must refuse it and say why
-    assert pldr["collapse"]["refused"] and "order parameter" in pldr["collapse"]["refused"]
+    assert pldr["collapse_refused"] and "order parameter" in pldr["collapse_refused"]
+    assert pldr["collapse"]["forced"] is True and pldr["collapse"]["invariant"] is False
     # one order parameter: the training report, diagnose and collapse() measure the same number; the
     # report's value comes from the in-memory model at the end of training, the others from the saved one, and a
     # 40-step random-like model amplifies float32 kernel rounding (measured 1.3e-5 relative): equal at 3 digits
-    after = pldr["order_parameter_after"]["across_inputs_max_over_layers"]["G_LM"]
+    after = pldr["run"]["diagnostics"]["order_parameter_after"]["across_inputs_max_over_layers"]["G_LM"]
     assert pldr["collapse"]["order_parameter"]["G_LM"] == pytest.approx(after, rel=1e-4)
     assert pldr["order_parameter_prompts"]["G_LM"] == pytest.approx(after, rel=1e-4)
     assert pldr["decode_speed"]["collapsed_tok_s"] > 0 and pldr["decode_speed"]["uncollapsed_kv_g_cache_tok_s"] > 0
     # where collapse pays: scoring forwards, collapsed / uncollapsed throughput from interleaved medians
     scoring = pldr["scoring_speed"]
     assert pldr["collapse_speedup"] == pytest.approx(scoring["collapsed_tok_s"] / scoring["uncollapsed_tok_s"])
-    assert (scoring["batch_size"], scoring["sequence_length"]) == (16, 64)
+    assert (scoring["batch_size"], scoring["sequence_length"], scoring["rounds"]) == (16, 64, 7)
     assert len(pldr["samples"]) == 3
-    assert agf["steps"] == agf["max_steps"] == 60
+    test = agf["run"]["scores"]["test"]
+    assert agf["run"]["global_step"] == agf["run"]["max_steps"] == 60
     for key in ("bleu", "chrf", "accuracy", "wrong_source_accuracy"):
-        assert math.isfinite(agf[key]) and agf[key] >= 0
-    assert agf["source_gap"] == pytest.approx(agf["accuracy"] - agf["wrong_source_accuracy"])
-    assert agf["bleu_signature"].startswith("nrefs:1|case:mixed|eff:no|tok:13a")
-    assert len(agf["examples"]) == 4
+        assert math.isfinite(test[key]) and test[key] >= 0
+    assert test["source_gap"] == pytest.approx(test["accuracy"] - test["wrong_source_accuracy"])
+    assert test["bleu_signature"].startswith("nrefs:1|case:mixed|eff:no|tok:13a")
+    assert len(agf["examples"]) == agf["example_rule"]["count"] == 4
     # the examples are the scored translations of the first test segments of 4-12 source words
     for example in agf["examples"]:
         assert 4 <= len(example["source"].split()) <= 12 and example["reference"]
@@ -54,15 +61,22 @@ def test_quickstart_tiny_writes_everything(tmp_path, capsys):
     assert agf["coefficient_change"]["max_abs_log_change"] > 0
     assert "AGF coefficient curves: the largest change" in (out / "summary.md").read_text()
 
-    assert metrics["reload"]["pldrllm"] == {"class": "PldrllmForCausalLM", "identical": True, "collapsed": False}
-    assert metrics["reload"]["pldrllm-collapsed"]["collapsed"] is True
-    assert metrics["reload"]["agf"]["generates"] is True
+    assert metrics["reload"]["pldrllm"] == {
+        "model_class": "PldrllmForCausalLM",
+        "checks": {"identical": True, "collapsed": False},
+    }
+    assert metrics["reload"]["pldrllm-collapsed"]["checks"]["collapsed"] is True
+    assert metrics["reload"]["agf"]["checks"]["generates"] is True
     for plots in (pldr["plots"], agf["plots"]):
         for path in plots.values():
             with open(path, "rb") as png:
                 assert png.read(8) == b"\x89PNG\r\n\x1a\n"
     summary = (out / "summary.md").read_text()
-    assert f"{pldr['validation_perplexity']:.2f}" in summary and f"{agf['bleu']:.2f}" in summary
+    assert f"{perplexity:.2f}" in summary and f"{test['bleu']:.2f}" in summary
+    # the summary's counts are the run's: rounds, segments, the examples' rule
+    assert f"median of {scoring['rounds']} interleaved rounds" in summary
+    assert f"Test split ({metrics['plan']['agf_test_samples']} segments, beam {test['num_beams']})" in summary
+    assert "The first 4 test segments of 4–12 source words" in summary
     # a complete run says so, and its tables are well-formed Markdown
     assert metrics["complete"] is True and metrics["warnings"] == [] and "WARNING" not in summary
     assert "Every stage ran its planned steps" in summary
@@ -70,6 +84,7 @@ def test_quickstart_tiny_writes_everything(tmp_path, capsys):
     g_row = next(row for row in order_table[1:] if row[0] == "G_LM")
     # the headline is the largest of the per-layer values printed beside it
     assert float(g_row[1]) == max(float(v) for v in g_row[2].split(", "))
+    assert len(examples) == 1 + len(agf["examples"])
     for folder in ("pldrllm", "pldrllm-collapsed", "agf"):
         assert (out / folder / "model.safetensors").is_file() and (out / folder / "tokenizer.json").is_file()
 
@@ -100,11 +115,12 @@ def test_a_run_cut_short_by_the_budget_warns_in_the_headline_and_next_to_every_s
     plan = QuickstartPlan.named(
         "tiny", minutes=0.01, pldr_steps=100000, agf_steps=100000, agf_test_samples=20, min_stage_s=2.0
     )
-    results = run_quickstart(out, plan)
-    assert results["pldrllm"]["steps"] < 100000 and results["agf"]["steps"] < 100000
-    assert results["complete"] is False and len(results["warnings"]) == 2
+    result = run_quickstart(out, plan)
+    assert result.pldrllm.run.global_step < 100000 and result.agf.run.global_step < 100000
+    assert result.pldrllm.stopped_by_time_budget and result.agf.stopped_by_time_budget
+    assert result.complete is False and len(result.warnings) == 2
     metrics = json.loads((out / "metrics.json").read_text())
-    assert metrics["warnings"] == results["warnings"] and "not comparable" in metrics["warnings"][1]
+    assert metrics["warnings"] == result.warnings and "not comparable" in metrics["warnings"][1]
     summary = (out / "summary.md").read_text()
     assert summary.splitlines()[2].startswith("**WARNING: the time budget (--minutes 0.01) stopped the PLDR-LLM")
     bleu_line = next(line for line in summary.splitlines() if "BLEU **" in line)

@@ -9,6 +9,7 @@ so imports torch and transformers, seconds); parsing, `--help` and usage errors 
 """
 
 import argparse
+import functools
 import importlib
 import os
 import pkgutil
@@ -144,6 +145,9 @@ def option_names(parser: argparse.ArgumentParser) -> dict[str, str]:
     return names
 
 
+IMPORT_NOISE_LOGGERS = ("torchao", "torch.utils._pytree", "bitsandbytes")
+
+
 def quiet_libraries() -> None:
     """One-shot commands print their result, not the libraries' INFO lines or weight loading/saving bars; training
     keeps the Trainer's progress bar (long work). Set before the libraries are imported (environment), or through
@@ -158,6 +162,14 @@ def quiet_libraries() -> None:
     os.environ.setdefault("HF_DATASETS_DISABLE_PROGRESS_BARS", "1")
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     undo = []
+    # optional backends that transformers imports whenever they are installed and that warn while importing (torchao
+    # of kernels built for CUDA, torch's pytree on their enums): noise before every command's own line
+    import logging
+
+    for name in IMPORT_NOISE_LOGGERS:
+        logger = logging.getLogger(name)
+        undo.append(functools.partial(logger.setLevel, logger.level))
+        logger.setLevel(logging.ERROR)
     if "transformers" in sys.modules:
         from transformers.utils import logging as hf_logging
 

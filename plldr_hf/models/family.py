@@ -109,8 +109,6 @@ class ModelFamily:
         files and every sibling they import, as transformers itself collects them."""
         from transformers.dynamic_module_utils import get_relative_import_files
 
-        files = []
-        for cls in (self.config_class, self.model_class):
-            path = Path(inspect.getfile(cls))
-            files += [path, *map(Path, get_relative_import_files(str(path)))]
-        return tuple(dict.fromkeys(path.name for path in files))
+        main = [Path(inspect.getfile(cls)) for cls in (self.config_class, self.model_class)]
+        siblings = [Path(name) for path in main for name in get_relative_import_files(str(path))]
+        return tuple(dict.fromkeys(path.name for path in main + siblings))

@@ -37,6 +37,7 @@ PLDR_FILES = {
     "layout.py",
     "outputs.py",
     "plga.py",
+    "tensor_parallel.py",
     "generation_config.json",
     "model.safetensors",
     "modeling_pldrllm.py",

@@ -5,7 +5,8 @@ The folder holds two kinds of module:
 
 - remote code, copied next to the weights by `save_pretrained` and importing only torch, transformers and each
   other: `configuration_pldrllm.py`, `modeling_pldrllm.py` and its siblings `plga.py`, `fused_units.py`, `dag.py`,
-  `collapse.py`, `layout.py`, `g_cache.py`, `outputs.py` (`FAMILY.code_files` lists them);
+  `collapse.py`, `layout.py`, `g_cache.py`, `outputs.py`, and the configuration's sibling `tensor_parallel.py`
+  (`FAMILY.code_files` lists them);
 - the package side, which may use the rest of `plldr_hf` but never training or the command line: the tokenizer, the
   question-answering pipeline, `conversion.py` (released `.pth` and predefined-G files), `diagnostics.py` (order
   parameters and the other checks of G), `plots.py` (their PNGs) and `lm_eval_task.py` (an offline lm-eval task).

@@ -4,13 +4,16 @@ Released fields keep their released names and defaults (the 110M v51 model's `co
 released `config.json` loads to the reference model and what we save loads in the existing tooling. Package-only
 fields (`dag_*`, `collapsed`) default to the released behaviour.
 
-This file is copied next to the weights by `save_pretrained` (remote code): it imports only transformers.
+This file is copied next to the weights by `save_pretrained` (remote code): it imports only transformers and its
+sibling `tensor_parallel.py`.
 """
 
 import math
 import os
 
 from transformers import PreTrainedConfig
+
+from .tensor_parallel import HEADS_STYLE
 
 
 CUSTOM_G_TYPES = (None, "identity", "random", "external")
@@ -246,6 +249,17 @@ class PldrllmConfig(PreTrainedConfig):
     """
 
     model_type = "pldrllm"
+    # tensor parallelism as Llama's, split by heads; each attention reads its heads' PLGA tensors (`tensor_parallel.py`)
+    base_model_tp_plan = {
+        "dec_layers.*.mha1.wq": "colwise",
+        "dec_layers.*.mha1.wk": "colwise",
+        "dec_layers.*.mha1.wv": "colwise",
+        "dec_layers.*.mha1.dense": "rowwise",
+        "dec_layers.*.mha1": HEADS_STYLE,
+        "dec_layers.*.ffn.gluw1": "colwise",
+        "dec_layers.*.ffn.gluw2": "colwise",
+        "dec_layers.*.ffn.gluw3": "rowwise",
+    }
     # the base config maps `rope_scaling` to `rope_parameters` (a property); the released format stores plain
     # `rope_theta` / `rope_scaling` fields, so shadow the property with a plain attribute
     rope_scaling = None

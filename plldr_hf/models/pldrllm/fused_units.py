@@ -189,8 +189,9 @@ def fused_units(a: torch.Tensor, units, recompute: bool) -> torch.Tensor:
     a = a.float()
     params = [None if p is None else p.float() for p in fused_params(units)]
     eps = units[0].layernormA.eps
-    # the row blocks keep activations in a CPU core's cache; an accelerator wants one launch per GEMM
-    block = FUSED_BLOCK_ROWS if a.device.type == "cpu" else max(a.shape[0], 1)
+    # the row blocks keep activations in a CPU core's cache; an accelerator wants one launch per GEMM, and a traced
+    # graph (torch.compile, torch.export, ONNX) one block whatever the batch, or it would be specialised to its size
+    block = FUSED_BLOCK_ROWS if a.device.type == "cpu" and not torch.compiler.is_compiling() else max(a.shape[0], 1)
     per_unit = len(params) // len(units)
     if not (torch.is_grad_enabled() and (a.requires_grad or any(p is not None and p.requires_grad for p in params))):
         return _units_in_blocks(a, params, per_unit, block, eps, None)[0]

@@ -33,6 +33,7 @@ The model is split by concern into sibling files that `save_pretrained` copies w
 | `layout.py`        | `call_layout`: one call's positions, mask, packed sequences and `PlgaCall`              |
 | `g_cache.py`       | the G-cache layer `PldrllmCacheLayer` (G from the prompt, reused at every decode step)  |
 | `outputs.py`       | the output records (stock fields plus the PLGA tensors and the DAG terms)              |
+| `tensor_parallel.py` | `tp_plan="auto"`: the style that gives each rank's attention its heads (`head_slice`)  |
 | this file          | RoPE, attention, decoder layer, models and heads                                        |
 
 `PldrllmAttention` chooses where the state comes from: the fixed-G buffer, the G-cache, or `deductive_outputs` (the
@@ -320,8 +321,11 @@ class PldrllmAttention(nn.Module):
     Learned G (`deductive_outputs`): the Gram matrix of the rotated queries goes through LayerNorm (`layernorm1`),
     the residual metric learner (`reslayerAs`) and the power-law step (`plgatt_layer`); with a cache it is computed
     at prefill and reused for every decode step. Fixed G (custom_G_type or collapsed): the state comes from the model
-    buffer and none of that runs. Either way the backend gets q' = q_rot·G.
+    buffer and none of that runs. Either way the backend gets q' = q_rot·G. `head_slice`: the heads it computes, all or
+    one rank's under tensor parallelism (`tensor_parallel.py`).
     """
+
+    head_slice = slice(None)
 
     def __init__(self, config: PldrllmConfig, layer_idx: int):
         super().__init__()
@@ -361,7 +365,7 @@ class PldrllmAttention(nn.Module):
         recompute = cfg.metric_learner_checkpointing and self.training and torch.is_grad_enabled()
         run_units = self._compiled_units() if cfg.metric_learner_compile else None
         a = metric_learner(a0, self.layernorm1, self.reslayerAs, recompute=recompute, run_units=run_units)
-        state = self.plgatt_layer(a)
+        state = self.plgatt_layer(a, self.head_slice)
         dag = dag_terms(state, plga.dag_form) if plga.dag_form is not None else None  # (B or B·K, 3)
         if segments is None:
             return state._replace(dag=dag)
@@ -386,9 +390,9 @@ class PldrllmAttention(nn.Module):
         tensors exist, else NaN (the released fixed-G format has no P)."""
         if state.a_p is not None:
             return state
-        plga = getattr(self, "plgatt_layer", None)
-        a_p = plga.power_law_of(state.a_lm) if plga is not None else torch.full_like(state.a_lm, float("nan"))
-        return state._replace(a_p=a_p)
+        if getattr(self, "plgatt_layer", None) is None:
+            return state._replace(a_p=torch.full_like(state.a_lm, float("nan")))
+        return state._replace(a_p=self.plgatt_layer.power_law_of(state.a_lm, self.head_slice))
 
     def _learned_state(self, query: torch.Tensor, past_key_values, plga: PlgaCall):
         """(state, q' or None): the cached state on a decode step, else computed from this call (prefill or no
@@ -425,7 +429,7 @@ class PldrllmAttention(nn.Module):
         **kwargs,
     ) -> tuple[torch.Tensor, torch.Tensor | None, PlgaState]:
         batch, seq_len, _ = hidden_states.shape
-        shape = (batch, seq_len, self.num_heads, self.head_dim)
+        shape = (batch, seq_len, -1, self.head_dim)  # this rank's heads under tensor parallelism
         query = self.wq(hidden_states).view(shape).transpose(1, 2)  # (B, H, S, d)
         key = self.wk(hidden_states).view(shape).transpose(1, 2)
         value = self.wv(hidden_states).view(shape).transpose(1, 2)
@@ -434,7 +438,7 @@ class PldrllmAttention(nn.Module):
 
         projected = None
         if fixed_g is not None:
-            state = PlgaState.from_fixed_g(fixed_g)
+            state = PlgaState.from_fixed_g(fixed_g[..., self.head_slice, :, :])
         else:
             state, projected = self._learned_state(query, past_key_values, plga or PlgaCall())
         if projected is None:
@@ -506,6 +510,8 @@ class PldrllmPreTrainedModel(PreTrainedModel):
     base_model_prefix = "decoder"
     supports_gradient_checkpointing = True
     _no_split_modules = ["PldrllmDecoderLayer"]
+    # the metric learner and the PLGA tensors stay float32 under every quantizer (their skip list) and under float16
+    _keep_in_fp32_modules = [r".*\.reslayerAs", r".*\.plgatt_layer"]
     _skip_keys_device_placement = ["past_key_values", "cache"]
     _supports_sdpa = True
     _supports_flash_attn = True
@@ -953,19 +959,14 @@ class _PldrllmHeadModel(PldrllmPreTrainedModel):
 
     def _head_output(self, output_class, outputs: PldrllmModelOutput, return_dict: bool | None, **fields):
         """The head's output with the decoder's optional outputs, as a dataclass or (return_dict=False) a tuple."""
-        output = output_class(
-            hidden_states=outputs.hidden_states,
-            attentions=outputs.attentions,
-            pldr_attentions=outputs.pldr_attentions,
-            **fields,
-        )
+        optional = {name: getattr(outputs, name) for name in ("hidden_states", "attentions", "pldr_attentions")}
+        output = output_class(**optional, **fields)
         return_dict = return_dict if return_dict is not None else self.config.return_dict
         return output if return_dict else output.to_tuple()
 
     def _run_decoder(self, input_ids, attention_mask, position_ids, inputs_embeds, kwargs) -> PldrllmModelOutput:
-        kwargs.pop("use_cache", None)
-        kwargs.pop("past_key_values", None)
-        kwargs.pop("cache", None)
+        for name in ("use_cache", "past_key_values", "cache"):
+            kwargs.pop(name, None)
         return self.decoder(
             input_ids=input_ids,
             attention_mask=attention_mask,

@@ -141,8 +141,9 @@ def metric_learner_modules(a: torch.Tensor, units, *, recompute: bool = False, r
     each block's input and recomputes the block in backward (`torch.utils.checkpoint`); `run_units(block)` replaces
     the eager units (a compiled `residual_units`)."""
     run = run_units if run_units is not None else functools.partial(residual_units, units=units)
-    blocks = []
-    for block in a.reshape(-1, *a.shape[-2:]).split(METRIC_LEARNER_BLOCK):
+    blocks, matrices = [], a.reshape(-1, *a.shape[-2:])
+    # a traced graph takes one block: a loop over blocks would specialise it to the batch size
+    for block in [matrices] if torch.compiler.is_compiling() else matrices.split(METRIC_LEARNER_BLOCK):
         blocks.append(torch.utils.checkpoint.checkpoint(run, block, use_reentrant=False) if recompute else run(block))
     return (blocks[0] if len(blocks) == 1 else torch.cat(blocks)).view(a.shape)
 
@@ -230,9 +231,12 @@ class PldrllmPowerLawGraphLayer(nn.Module):
         self.alst = nn.Parameter(torch.empty(shape))
         self.balst = nn.Parameter(torch.empty(shape))
 
-    def forward(self, a: torch.Tensor) -> PlgaState:
-        return power_law_graph(a, self.Wlst, self.blst, self.pwlst, self.alst, self.balst)
+    def forward(self, a: torch.Tensor, heads: slice = slice(None)) -> PlgaState:
+        """The state of the metric tensors `a` (…, h, d, d) of the heads `heads` (all, or a tensor-parallel rank's)."""
+        return power_law_graph(
+            a, self.Wlst[heads], self.blst[heads], self.pwlst[heads], self.alst[heads], self.balst[heads]
+        )
 
-    def power_law_of(self, a_lm: torch.Tensor) -> torch.Tensor:
+    def power_law_of(self, a_lm: torch.Tensor, heads: slice = slice(None)) -> torch.Tensor:
         """A_P of a given A_LM with this layer's P (a fixed G's buffer does not store A_P)."""
-        return power_law(a_lm, self.pwlst)
+        return power_law(a_lm, self.pwlst[heads])

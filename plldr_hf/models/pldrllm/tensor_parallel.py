@@ -1,0 +1,45 @@
+"""Tensor parallelism of PLDR-LLM: the q, k, v projections split by heads, and each rank's attention reads its own
+heads' slice of the per-head PLGA tensors.
+
+Transformers' plan (`PldrllmConfig.base_model_tp_plan`) shards the projections and the feed-forward network as for
+Llama (`colwise` / `rowwise`, https://huggingface.co/docs/transformers/perf_infer_gpu_multi). PLGA adds tensors per
+head that are not `nn.Linear` weights: W, b, P, a, b_a of `PldrllmPowerLawGraphLayer` (H, d, d) and a frozen G
+(`past_G_values`, a buffer). They are small (5·H·d² per layer) and stay whole on every rank; the style
+`pldrllm_heads` registered here, installed on each attention module, records which heads the rank holds
+(`head_slice`), and the attention slices them. The metric learner is shared by the heads, so each rank runs it on its
+own heads' Gram matrices only: G and its cost split by heads.
+
+This file is remote code: it imports only torch and transformers.
+"""
+
+import torch
+
+
+# the names of the styles registry moved between transformers releases; without torch.distributed there is no TP
+try:
+    from transformers.distributed.parallel_utils import ALL_PARALLEL_STYLES
+    from transformers.distributed.tensor_parallel import TensorParallelLayer
+except ImportError:  # pragma: no cover - an older transformers without this layout
+    ALL_PARALLEL_STYLES = TensorParallelLayer = None
+
+HEADS_STYLE = "pldrllm_heads"
+
+
+class HeadsParallel(TensorParallelLayer or object):
+    """For a PLGA attention module whose `wq`, `wk`, `wv` are `colwise`: rank r of T holds heads
+    [r·H/T, (r+1)·H/T) and reads those of its whole per-head tensors (`module.head_slice`)."""
+
+    def install_forward(self, module: torch.nn.Module, mesh) -> torch.nn.Module:
+        ranks, rank = mesh.size(), mesh.get_local_rank()
+        if module.num_heads % ranks:
+            raise ValueError(
+                f"tensor parallelism splits PLGA by heads: num_attention_heads={module.num_heads} is not divisible by "
+                f"tp_size={ranks}; choose a tp_size that divides it"
+            )
+        local = module.num_heads // ranks
+        module.head_slice = slice(rank * local, (rank + 1) * local)
+        return module
+
+
+if ALL_PARALLEL_STYLES is not None and torch.distributed.is_available() and HEADS_STYLE not in ALL_PARALLEL_STYLES:
+    ALL_PARALLEL_STYLES.register(HEADS_STYLE, HeadsParallel())

@@ -510,7 +510,7 @@ class PldrllmPreTrainedModel(PreTrainedModel):
     base_model_prefix = "decoder"
     supports_gradient_checkpointing = True
     _no_split_modules = ["PldrllmDecoderLayer"]
-    # the metric learner and the PLGA tensors stay float32 under every quantizer (their skip list) and under float16
+    # the metric learner and PLGA tensors: float32 under every quantizer (its skip list) and in float16 models
     _keep_in_fp32_modules = [r".*\.reslayerAs", r".*\.plgatt_layer"]
     _skip_keys_device_placement = ["past_key_values", "cache"]
     _supports_sdpa = True
@@ -1023,8 +1023,7 @@ class PldrllmForSequenceClassification(_PldrllmHeadModel):
 
 
 class PldrllmForTokenClassification(_PldrllmHeadModel):
-    """PLDR-LLM with the released token-classification head: dropout (`classifier_dropout`, default 0.1) + `score`
-    with bias."""
+    """PLDR-LLM with the released token-classification head: dropout (`classifier_dropout`, default 0.1), `score`."""
 
     def __init__(self, config: PldrllmConfig):
         super().__init__(config)

@@ -15,11 +15,11 @@ This file is remote code: it imports only torch and transformers.
 import torch
 
 
-# the names of the styles registry moved between transformers releases; without torch.distributed there is no TP
+# `transformers.integrations.tensor_parallel` names the styles registry in every release this package supports (from
+# 5.2x it re-exports `transformers.distributed`); a build without it has no tensor parallelism to join
 try:
-    from transformers.distributed.parallel_utils import ALL_PARALLEL_STYLES
-    from transformers.distributed.tensor_parallel import TensorParallelLayer
-except ImportError:  # pragma: no cover - an older transformers without this layout
+    from transformers.integrations.tensor_parallel import ALL_PARALLEL_STYLES, TensorParallelLayer
+except ImportError:  # pragma: no cover
     ALL_PARALLEL_STYLES = TensorParallelLayer = None
 
 HEADS_STYLE = "pldrllm_heads"

@@ -9,7 +9,6 @@ so imports torch and transformers, seconds); parsing, `--help` and usage errors 
 """
 
 import argparse
-import functools
 import importlib
 import os
 import pkgutil
@@ -69,6 +68,14 @@ def wait_threads_passively_when_busy(threads: int | None = None) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
+    restore = quiet_import_noise()  # before anything imports transformers (the parsers do)
+    try:
+        return _main(argv)
+    finally:
+        restore()
+
+
+def _main(argv: list[str] | None) -> int:
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
     if extra:
@@ -148,6 +155,20 @@ def option_names(parser: argparse.ArgumentParser) -> dict[str, str]:
 IMPORT_NOISE_LOGGERS = ("torchao", "torch.utils._pytree", "bitsandbytes")
 
 
+def quiet_import_noise():
+    """Optional backends that transformers imports whenever they are installed warn while importing (torchao of its
+    kernels built for CUDA, torch's pytree of their enums, bitsandbytes of a missing kernel package): noise before
+    every command's own line, whatever the command. Their loggers show errors only while a command runs; returns
+    the function that gives them back their levels."""
+    import logging
+
+    loggers = [logging.getLogger(name) for name in IMPORT_NOISE_LOGGERS]
+    levels = [logger.level for logger in loggers]
+    for logger in loggers:
+        logger.setLevel(logging.ERROR)
+    return lambda: [logger.setLevel(level) for logger, level in zip(loggers, levels)]
+
+
 def quiet_libraries() -> None:
     """One-shot commands print their result, not the libraries' INFO lines or weight loading/saving bars; training
     keeps the Trainer's progress bar (long work). Set before the libraries are imported (environment), or through
@@ -162,14 +183,6 @@ def quiet_libraries() -> None:
     os.environ.setdefault("HF_DATASETS_DISABLE_PROGRESS_BARS", "1")
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     undo = []
-    # optional backends that transformers imports whenever they are installed and that warn while importing (torchao
-    # of kernels built for CUDA, torch's pytree on their enums): noise before every command's own line
-    import logging
-
-    for name in IMPORT_NOISE_LOGGERS:
-        logger = logging.getLogger(name)
-        undo.append(functools.partial(logger.setLevel, logger.level))
-        logger.setLevel(logging.ERROR)
     if "transformers" in sys.modules:
         from transformers.utils import logging as hf_logging
 

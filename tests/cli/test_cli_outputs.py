@@ -144,6 +144,7 @@ def test_a_live_lock_refuses_a_second_run_and_a_stale_one_is_taken_over(tmp_path
 
 def test_two_concurrent_trainings_into_one_folder_one_is_refused(tmp_path):
     import signal
+    import threading
     import time
 
     out = tmp_path / "run"
@@ -157,6 +158,10 @@ def test_two_concurrent_trainings_into_one_folder_one_is_refused(tmp_path):
         env=env,
         cwd=REPO_ROOT,
     )
+    # read its progress bar as it comes: a full pipe would block the run in a write until someone reads
+    chunks = []
+    reader = threading.Thread(target=lambda: chunks.append(first.stderr.read()), daemon=True)
+    reader.start()
     try:
         deadline = time.time() + 120
         while not (out / LOCK_NAME).exists():
@@ -168,7 +173,9 @@ def test_two_concurrent_trainings_into_one_folder_one_is_refused(tmp_path):
             assert first.poll() is None, "the first run ended before the second was tried"
     finally:
         first.send_signal(signal.SIGINT)
-        err = first.communicate(timeout=120)[1]
+        first.wait(timeout=120)
+        reader.join(timeout=60)
+    err = "".join(chunks)
     # interrupted before its first checkpoint: one line saying so and how to start again
     last = err.splitlines()[-1]
     assert first.returncode == 130 and "interrupted; no checkpoint was saved yet" in last and "--overwrite" in last, (

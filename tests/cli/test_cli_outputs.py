@@ -142,6 +142,13 @@ def test_a_live_lock_refuses_a_second_run_and_a_stale_one_is_taken_over(tmp_path
     assert (out / "model.safetensors").exists() and not lock.exists()
 
 
+def _default_sigint():
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+
 def test_two_concurrent_trainings_into_one_folder_one_is_refused(tmp_path):
     import signal
     import threading
@@ -157,6 +164,9 @@ def test_two_concurrent_trainings_into_one_folder_one_is_refused(tmp_path):
         text=True,
         env=env,
         cwd=REPO_ROOT,
+        # Ctrl-C as a terminal delivers it: the default disposition, not blocked, whatever state the test process
+        # (after hundreds of in-process runs) passes on to its children
+        preexec_fn=_default_sigint,
     )
     # read its progress bar as it comes: a full pipe would block the run in a write until someone reads
     chunks = []

@@ -119,7 +119,7 @@ def hf_alone(model, prompts: list[list[int]], new_tokens: int) -> list[list[int]
         ]
 
 
-def vllm_engine(path: Path, max_seqs: int):
+def vllm_engine(path: Path, max_seqs: int, **settings):
     from vllm import LLM
 
     return LLM(
@@ -128,9 +128,11 @@ def vllm_engine(path: Path, max_seqs: int):
         skip_tokenizer_init=True,
         max_model_len=MAX_MODEL_LEN,
         max_num_seqs=max_seqs,
-        # on the CPU backend: the fraction of the machine's memory reserved for the KV cache of this engine
-        gpu_memory_utilization=0.12,
+        # the KV cache of this engine, in bytes: a fraction of the machine's memory (`gpu_memory_utilization` on the
+        # CPU backend) is counted against what the process already holds, which a second engine in it exceeds
+        kv_cache_memory_bytes=2 * 1024**3,
         seed=0,
+        **settings,
     )
 
 
@@ -143,6 +145,30 @@ def vllm_batch(llm, prompts: list[list[int]], new_tokens: int) -> list[list[int]
     return [list(o.outputs[0].token_ids) for o in outputs]
 
 
+def rotated_rounds(runs: dict, rounds: int) -> tuple[dict, dict]:
+    """Runs each of `runs` (name → call) once per round, the order rotated from round to round; the first round is a
+    warm-up. Returns the measured seconds per name and each call's last output."""
+    names = list(runs)
+    times, outputs = {name: [] for name in names}, {}
+    for round_index in range(rounds + 1):
+        order = names[round_index % len(names) :] + names[: round_index % len(names)]
+        for name in order:
+            start = time.perf_counter()
+            outputs[name] = runs[name]()
+            if round_index > 0:
+                times[name].append(time.perf_counter() - start)
+        print(f"  round {round_index}{' (warm-up)' if round_index == 0 else ''} done", file=sys.stderr, flush=True)
+    return times, outputs
+
+
+def throughput(times: dict, generated: int) -> dict:
+    """tok/s per contender: the median over the rounds, and each round's."""
+    return {
+        "tok_s": {name: generated / statistics.median(seconds) for name, seconds in times.items()},
+        "tok_s_rounds": {name: [generated / t for t in seconds] for name, seconds in times.items()},
+    }
+
+
 def measure(engines: dict, models: dict, prompts, new_tokens: int, rounds: int) -> dict:
     """tok/s per contender: median over `rounds` (after one warm-up round), contenders rotated per round."""
     runs = {
@@ -151,41 +177,31 @@ def measure(engines: dict, models: dict, prompts, new_tokens: int, rounds: int) 
         CONTENDERS[2]: lambda: hf_batch(models["pldr"][1], prompts, new_tokens),
         CONTENDERS[3]: lambda: hf_batch(models["llama"][1], prompts, new_tokens),
     }
-    names = list(runs)
-    times = {name: [] for name in names}
-    outputs = {}
-    for round_index in range(rounds + 1):
-        order = names[round_index % len(names) :] + names[: round_index % len(names)]
-        for name in order:
-            start = time.perf_counter()
-            outputs[name] = runs[name]()
-            elapsed = time.perf_counter() - start
-            if round_index > 0:
-                times[name].append(elapsed)
-        print(f"  round {round_index}{' (warm-up)' if round_index == 0 else ''} done", file=sys.stderr, flush=True)
-    generated = len(prompts) * new_tokens
-    return {
-        "tok_s": {name: generated / statistics.median(times[name]) for name in names},
-        "tok_s_rounds": {name: [generated / t for t in times[name]] for name in names},
-        "outputs": outputs,
-    }
+    times, outputs = rotated_rounds(runs, rounds)
+    return {**throughput(times, len(prompts) * new_tokens), "outputs": outputs}
 
 
-def plot(results: list[dict], path: Path) -> None:
+def plot(
+    results: list[dict],
+    path: Path,
+    contenders=CONTENDERS,
+    title: str = "110M-size models, float32 CPU: vLLM vs HF generate",
+) -> None:
+    """Median tok/s of each contender, grouped by batch."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(9, 4))
-    width = 0.8 / len(CONTENDERS)
+    width = 0.8 / len(contenders)
     colors = ("tab:orange", "tab:blue", "navajowhite", "lightsteelblue")
-    for i, (name, color) in enumerate(zip(CONTENDERS, colors)):
-        xs = [j + (i - 1.5) * width for j in range(len(results))]
+    for i, (name, color) in enumerate(zip(contenders, colors)):
+        xs = [j + (i - (len(contenders) - 1) / 2) * width for j in range(len(results))]
         ax.bar(xs, [r["tok_s"][name] for r in results], width, label=name, color=color)
     ax.set_xticks(range(len(results)), [f"{r['requests']} requests × {r['new_tokens']} tokens" for r in results])
     ax.set_ylabel("generated tokens / s (median)")
-    ax.set_title("110M-size models, float32 CPU: vLLM vs HF generate")
+    ax.set_title(title)
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
     ax.grid(axis="y", alpha=0.3)
     fig.tight_layout()
@@ -220,7 +236,8 @@ def markdown(results: list[dict], meta: dict) -> str:
         f"token ids; greedy, end token ignored. Parameters: PLDR-LLM {meta['parameters']['pldr'] / 1e6:.1f}M "
         f"(collapsed: the metric learner is not run), Llama {meta['parameters']['llama'] / 1e6:.1f}M. "
         f"{meta['machine']}, torch {meta['torch']}, transformers {meta['transformers']}, vLLM {meta['vllm']} "
-        f"(default engine settings: chunked prefill, prefix caching, float32). Token check: each engine's tokens "
+        f"(default engine settings: chunked prefill, prefix caching, float32; engines in the benchmark's process, 2 GiB "
+        "KV cache each). Token check: each engine's tokens "
         "per request against HF `generate()` on that prompt alone.",
         "",
         "Per-round tok/s: `vllm_serving.json`. Plot: `vllm_serving.png`.",
@@ -228,30 +245,65 @@ def markdown(results: list[dict], meta: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def parse_arguments(argv, description: str, name: str) -> argparse.Namespace:
+    """The options both vLLM benchmarks take; `--quick` shrinks the run to a smoke test."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--requests", type=int, nargs="+", default=[32, 64], help="batch sizes [32 64]")
     parser.add_argument("--new-tokens", type=int, default=32, help="greedy tokens per request [32]")
     parser.add_argument("--rounds", type=int, default=3, help="measured rounds [3]")
     parser.add_argument("--threads", type=int, default=2, help="torch threads of HF generate [2]")
     parser.add_argument("--quick", action="store_true", help="tiny models, few requests: a smoke run")
-    parser.add_argument("--work-dir", default="benchmarks/out/vllm_serving", help="[%(default)s]")
+    parser.add_argument("--work-dir", default=f"benchmarks/out/{name}", help="[%(default)s]")
     parser.add_argument("--report-dir", default="benchmarks/results", help="[%(default)s]")
     args = parser.parse_args(argv)
     if args.quick:
         args.requests, args.new_tokens, args.rounds = [4], 6, 1
     os.environ.setdefault("VLLM_NO_USAGE_STATS", "1")
+    # every engine in this process: with an engine process each, the engine not being timed still held a core of the
+    # 2-core machine, and each engine's tok/s halved (measured: learned G 147 vs 301 tok/s, collapsed 264 vs 523)
+    os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+    # vLLM drops a serving process's torch threads to 1 unless OMP_NUM_THREADS says otherwise, and HF `generate()`
+    # runs in this process too
+    os.environ.setdefault("OMP_NUM_THREADS", str(args.threads))
+    return args
 
+
+def model_sizes(quick: bool) -> tuple[dict, dict]:
+    """(the widths both families share, PLDR-LLM's metric-learner sizes): the released 110M, or tiny with `quick`."""
+    if quick:
+        return QUICK_SIZES, QUICK_PLDR_EXTRA
+    full = full_sizes()
+    return {k: full[k] for k in SHARED}, {k: full[k] for k in PLDR_ONLY}
+
+
+def machine_and_versions() -> dict:
     import torch
     import transformers
     import vllm
 
-    torch.set_num_threads(args.threads)
-    work, report = Path(args.work_dir), Path(args.report_dir)
+    return {
+        "machine": f"{platform.machine()} CPU ({os.cpu_count()} cores)",
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "vllm": vllm.__version__,
+    }
+
+
+def write_report(report: Path, stem: str, text: str, meta: dict, results: list[dict], plot_to) -> None:
     report.mkdir(parents=True, exist_ok=True)
-    full = {} if args.quick else full_sizes()
-    sizes = QUICK_SIZES if args.quick else {k: full[k] for k in SHARED}
-    extra = QUICK_PLDR_EXTRA if args.quick else {k: full[k] for k in PLDR_ONLY}
+    (report / f"{stem}.md").write_text(text, encoding="utf-8")
+    (report / f"{stem}.json").write_text(json.dumps({"meta": meta, "results": results}, indent=2) + "\n")
+    plot_to(results, report / f"{stem}.png")
+    print(text)
+
+
+def main(argv=None) -> int:
+    args = parse_arguments(argv, __doc__.split("\n\n")[0], "vllm_serving")
+    import torch
+
+    torch.set_num_threads(args.threads)
+    work = Path(args.work_dir)
+    sizes, extra = model_sizes(args.quick)
     models = build_models(work, sizes, extra)
     engines = {name: vllm_engine(path, max(args.requests)) for name, (path, _) in models.items()}
     results = []
@@ -275,18 +327,11 @@ def main(argv=None) -> int:
     meta = {
         "rounds": args.rounds,
         "parameters": {name: sum(p.numel() for p in m.parameters()) for name, (_, m) in models.items()},
-        "machine": f"{platform.machine()} CPU ({os.cpu_count()} cores)",
-        "torch": torch.__version__,
-        "transformers": transformers.__version__,
-        "vllm": vllm.__version__,
+        **machine_and_versions(),
         "quick": args.quick,
     }
     stem = "vllm_serving_quick" if args.quick else "vllm_serving"
-    text = markdown(results, meta)
-    (report / f"{stem}.md").write_text(text, encoding="utf-8")
-    (report / f"{stem}.json").write_text(json.dumps({"meta": meta, "results": results}, indent=2) + "\n")
-    plot(results, report / f"{stem}.png")
-    print(text)
+    write_report(Path(args.report_dir), stem, markdown(results, meta), meta, results, plot)
     return 0
 
 

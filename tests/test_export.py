@@ -9,9 +9,9 @@ import pytest
 import torch
 from torch.export import Dim, export
 
-from plldr_hf import PldrllmConfig, PldrllmForCausalLM
+from plldr_hf import PldrllmForCausalLM
 from plldr_hf.models.agf.position_encodings import POSITION_VARIANTS
-from tests.utils import tiny_agf
+from tests.utils import Seq2SeqLogits, tiny_agf, tiny_config
 
 
 onnxruntime = pytest.importorskip("onnxruntime")  # the `dev` extra installs it, with onnx and onnxscript
@@ -26,25 +26,9 @@ class _CausalLogits(torch.nn.Module):
         return self.model(input_ids=input_ids, attention_mask=attention_mask, use_cache=False).logits
 
 
-class _Seq2SeqLogits(torch.nn.Module):
-    def __init__(self, model):
-        super().__init__()
-        self.model = model
-
-    def forward(self, input_ids, attention_mask, decoder_input_ids):
-        out = self.model(
-            input_ids=input_ids, attention_mask=attention_mask, decoder_input_ids=decoder_input_ids, use_cache=False
-        )
-        return out.logits
-
-
 def _pldrllm(collapsed: bool) -> PldrllmForCausalLM:
-    config = PldrllmConfig(
-        vocab_size=99, hidden_size=32, num_attention_heads=2, head_dim=16, intermediate_size=37, num_hidden_layers=2,
-        A_dff=8, num_reslayerA=2, max_position_embeddings=64,
-    )  # fmt: skip
     torch.manual_seed(0)
-    model = PldrllmForCausalLM(config).eval()
+    model = PldrllmForCausalLM(tiny_config()).eval()
     # exponents P around 1: the initial draw puts them around 0, where A_LM^P of entries near ε amplifies float32
     # rounding about 700-fold (a 1e-7 relative change of the embeddings moves the logits by 7e-5), and onnxruntime's
     # Pow rounds differently from torch's (3.6e-3 apart at the logits then; eager float32 is 1.6e-4 from float64)
@@ -96,7 +80,7 @@ def test_pldrllm_exports_with_dynamic_batch_and_length(tmp_path, collapsed):
 @pytest.mark.parametrize("variant", ["agf", "agf+pcmv", "alibi", "t5", "sinusoidal"])
 def test_agf_exports_to_onnx_with_dynamic_batch_and_lengths(tmp_path, variant):
     torch.manual_seed(0)
-    model = _Seq2SeqLogits(tiny_agf(**POSITION_VARIANTS[variant][1]).eval())
+    model = Seq2SeqLogits(tiny_agf(**POSITION_VARIANTS[variant][1]).eval())
     ids, mask = _padded(2, 6, 2, seed=0)
     target = Dim("target", min=2, max=64)
     shapes = ({0: BATCH, 1: LENGTH}, {0: BATCH, 1: LENGTH}, {0: BATCH, 1: target})

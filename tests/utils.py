@@ -93,6 +93,20 @@ def tiny_agf_config(**overrides) -> AgfConfig:
     return AgfConfig(**kwargs)
 
 
+class Seq2SeqLogits(torch.nn.Module):
+    """A translation model's forward as torch.export and ONNX trace it: tensors in, logits out, no cache."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, input_ids, attention_mask, decoder_input_ids):
+        out = self.model(
+            input_ids=input_ids, attention_mask=attention_mask, decoder_input_ids=decoder_input_ids, use_cache=False
+        )
+        return out.logits
+
+
 def tiny_agf(**overrides) -> AgfForConditionalGeneration:
     """`tiny_agf_config(**overrides)` as a model in eval mode."""
     return AgfForConditionalGeneration(tiny_agf_config(**overrides)).eval()

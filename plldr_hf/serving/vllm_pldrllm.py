@@ -4,8 +4,9 @@ The papers' inference mode (arXiv 2502.13502 §3, the G-cache): once G_LM is fix
 Graph Attention is scaled-dot-product attention on the query q' = q_rot·G_LM, so it runs on vLLM's own attention
 with one extra (H, d, d) matmul per layer. That covers collapsed models (`PldrllmForCausalLM.collapse()`) and
 folders with a predefined G (`custom_G_type`); both store G in the buffer `decoder.past_G_values` [L, 3, 1, H, d, d]
-whose slot 2 is G_LM. A learned G (computed from each prompt by the metric learner) is refused with a message that
-names `collapse()`.
+whose slot 2 is G_LM. A learned G (computed from each prompt by the metric learner) is kept per request as vLLM
+keeps a Mamba layer's state (`vllm_g_state.py`): G_LM is computed at prefill from the request's whole prompt and read
+at decode, and the model is then a hybrid of paged attention and per-request state in vLLM's eyes.
 
 The layer layout mirrors `plldr_hf.models.pldrllm.modeling_pldrllm`, so checkpoint names load directly:
 
@@ -14,13 +15,14 @@ The layer layout mirrors `plldr_hf.models.pldrllm.modeling_pldrllm`, so checkpoi
 | `decoder.embedding`, scaled by √D, then `decoder.layernorm1` | `decoder.embedding`, `decoder.layernorm1` |
 | `decoder.dec_layers.i.mha1.{wq,wk,wv}`              | `...mha1.qkv` (one fused projection)           |
 | `decoder.dec_layers.i.mha1.dense`                   | `...mha1.dense`                                |
-| `decoder.past_G_values[i, 2, 0]` (G_LM, H × d × d)  | `...mha1.g_lm`                                 |
+| `decoder.past_G_values[i, 2, 0]` (G_LM, H × d × d)  | `...mha1.g_lm` (fixed G)                       |
+| `decoder.dec_layers.i.mha1.{layernorm1,reslayerAs,plgatt_layer}` | `...mha1.g_state.` the same (learned G) |
 | `decoder.dec_layers.i.ffn.{gluw1,gluw2}`, `gluw3`   | `...ffn.gluw12` (fused), `...ffn.gluw3`        |
 | `decoder.dec_layers.i.layernorm{1,2}` (post-LN)     | the same                                       |
 | `final_layer` (untied, with bias)                   | `final_layer`                                  |
 
 RoPE: `reference_rope=True` rotates interleaved pairs (x[2i], x[2i+1]) (vLLM's GPT-J style), otherwise the NeoX
-halves. The metric learner's weights in the checkpoint are not needed and are skipped.
+halves. A fixed-G model skips the checkpoint's metric-learner weights.
 """
 
 from collections.abc import Iterable
@@ -38,24 +40,22 @@ from vllm.model_executor.layers.logits_processor import LogitsProcessor
 from vllm.model_executor.layers.rotary_embedding import get_rope
 from vllm.model_executor.layers.vocab_parallel_embedding import ParallelLMHead, VocabParallelEmbedding
 from vllm.model_executor.model_loader.weight_utils import default_weight_loader
+from vllm.model_executor.models.interfaces import HasInnerState, IsHybrid
 from vllm.sequence import IntermediateTensors
 
+from .vllm_g_state import STATE_COPY_FUNCS, PldrllmGState
 
-LEARNED_G_REFUSED = (
-    "PLDR-LLM in vLLM serves a fixed G only (a collapsed model or a predefined G, `custom_G_type`); this checkpoint "
-    "computes G from every prompt with its metric learner. Collapse it first if it is input-invariant: "
-    "`model.collapse(calibration_ids)` then `save_pretrained(...)` (or `plldr-hf collapse`), or serve it with "
-    "transformers (`model.generate`)."
-)
-# checkpoint tensors of the learned-G path: the metric learner is skipped, G comes from `past_G_values`
-_METRIC_LEARNER = (".mha1.layernorm1.", ".mha1.reslayerAs.", ".mha1.plgatt_layer.", "past_G_values_status")
+
+# checkpoint tensors of the metric learner: under `g_state` for a learned G, skipped for a fixed G (G from `past_G_values`)
+_METRIC_LEARNER = (".mha1.layernorm1.", ".mha1.reslayerAs.", ".mha1.plgatt_layer.")
 # HF name part → (fused parameter here, shard)
 _STACKED = ((".mha1.wq.", ".mha1.qkv.", "q"), (".mha1.wk.", ".mha1.qkv.", "k"), (".mha1.wv.", ".mha1.qkv.", "v"),
             (".ffn.gluw1.", ".ffn.gluw12.", 0), (".ffn.gluw2.", ".ffn.gluw12.", 1))  # fmt: skip
 
 
 class PldrllmAttention(nn.Module):
-    """Fixed-G PLGA: q, k rotated, q' = q·G_LM per head, then vLLM's causal attention over the paged cache."""
+    """PLGA: q, k rotated, q' = q·G_LM per head, then vLLM's causal attention over the paged cache. G_LM is a fixed
+    parameter (`g_lm`) or each request's state (`g_state`)."""
 
     def __init__(self, config, cache_config=None, quant_config=None, prefix: str = ""):
         super().__init__()
@@ -73,10 +73,14 @@ class PldrllmAttention(nn.Module):
             is_neox_style=not config.reference_rope,
             rope_parameters={"rope_theta": config.rope_theta},
         )
-        # G_LM of this rank's heads, (H_local, d, d); float32 like the PLGA maths of the transformers model
-        self.g_lm = nn.Parameter(torch.empty(self.num_heads, self.head_dim, self.head_dim, dtype=torch.float32),
-                                 requires_grad=False)  # fmt: skip
-        self.g_lm.weight_loader = self._load_g
+        start = get_tensor_model_parallel_rank() * self.num_heads
+        if config.has_fixed_G:
+            # G_LM of this rank's heads, (H_local, d, d); float32 like the PLGA maths of the transformers model
+            self.g_lm = nn.Parameter(torch.empty(self.num_heads, self.head_dim, self.head_dim, dtype=torch.float32),
+                                     requires_grad=False)  # fmt: skip
+            self.g_lm.weight_loader = self._load_g
+        else:
+            self.g_state = PldrllmGState(config, slice(start, start + self.num_heads), prefix=f"{prefix}.g_state")
         self.attn = Attention(
             self.num_heads,
             self.head_dim,
@@ -102,9 +106,14 @@ class PldrllmAttention(nn.Module):
         qkv, _ = self.qkv(hidden_states)
         q, k, v = qkv.chunk(3, dim=-1)
         q, k = self.rotary_emb(positions, q, k)
-        tokens = q.shape[0]
-        q = q.view(tokens, self.num_heads, self.head_dim).transpose(0, 1).float()  # (H, T, d)
-        q = torch.bmm(q, self.g_lm).transpose(0, 1).reshape(tokens, -1).to(v.dtype)  # q' = q_rot·G_LM
+        if hasattr(self, "g_state"):
+            projected = torch.empty_like(q)
+            self.g_state(q, projected)  # q' = q_rot·G_LM of each token's request
+            q = projected
+        else:
+            tokens = q.shape[0]
+            q = q.view(tokens, self.num_heads, self.head_dim).transpose(0, 1).float()  # (H, T, d)
+            q = torch.bmm(q, self.g_lm).transpose(0, 1).reshape(tokens, -1).to(v.dtype)  # q' = q_rot·G_LM
         output, _ = self.dense(self.attn(q, k, v))
         return output
 
@@ -115,6 +124,9 @@ class PldrllmGLU(nn.Module):
     def __init__(self, config, quant_config=None, prefix: str = ""):
         super().__init__()
         hidden, inner, bias = config.hidden_size, config.intermediate_size, config.glu_bias
+        tp = get_tensor_model_parallel_world_size()
+        if inner % tp:
+            raise ValueError(f"PLDR-LLM: intermediate_size={inner} does not split over tensor parallel size {tp}")
         self.gluw12 = MergedColumnParallelLinear(hidden, [inner, inner], bias=bias, prefix=f"{prefix}.gluw12")
         self.gluw3 = RowParallelLinear(inner, hidden, bias=bias, prefix=f"{prefix}.gluw3")
         self.act = SiluAndMul()
@@ -173,14 +185,32 @@ class PldrllmModel(nn.Module):
         return hidden_states
 
 
-class PldrllmForCausalLM(nn.Module):
-    """vLLM's PLDR-LLM: the decoder and the untied LM head `final_layer`, for fixed-G checkpoints."""
+class PldrllmForCausalLM(nn.Module, HasInnerState, IsHybrid):
+    """vLLM's PLDR-LLM: the decoder and the untied LM head `final_layer`.
+
+    A hybrid in vLLM's sense only with a learned G (its per-request G state): the config's `layer_types` reads plain
+    attention for a fixed G, and vLLM then treats the model as a plain transformer.
+    """
+
+    @classmethod
+    def get_mamba_state_shape_from_config(cls, vllm_config: VllmConfig) -> tuple[tuple[int, ...]]:
+        config = vllm_config.model_config.hf_config
+        heads = config.num_attention_heads // vllm_config.parallel_config.tensor_parallel_size
+        return ((heads, config.head_dim, config.head_dim),)
+
+    @classmethod
+    def get_mamba_state_dtype_from_config(cls, vllm_config: VllmConfig) -> tuple[torch.dtype]:
+        return (torch.float32,)
+
+    @classmethod
+    def get_mamba_state_copy_func(cls):
+        return STATE_COPY_FUNCS
 
     def __init__(self, *, vllm_config: VllmConfig, prefix: str = ""):
         super().__init__()
         config = vllm_config.model_config.hf_config
         if not config.has_fixed_G:
-            raise ValueError(LEARNED_G_REFUSED)
+            refuse_what_a_learned_g_cannot_take(vllm_config)
         rope_type = (getattr(config, "rope_parameters", None) or {}).get("rope_type", "default")
         if rope_type != "default":
             # this model builds vLLM's rotary embedding from rope_theta alone; a scaled table would be dropped
@@ -214,10 +244,15 @@ class PldrllmForCausalLM(nn.Module):
     def load_weights(self, weights: Iterable[tuple[str, torch.Tensor]]) -> set[str]:
         params = dict(self.named_parameters())
         loaded: set[str] = set()
+        fixed_g = self.config.has_fixed_G
         for name, tensor in weights:
-            if any(part in name for part in _METRIC_LEARNER):
+            if name.endswith("past_G_values_status") or (name == "decoder.past_G_values" and not fixed_g):
                 continue
-            if name == "decoder.past_G_values":  # [L, 3, 1, H, d, d]; slot 2 is G_LM
+            if any(part in name for part in _METRIC_LEARNER):
+                if fixed_g:
+                    continue
+                name = name.replace(".mha1.", ".mha1.g_state.", 1)
+            elif name == "decoder.past_G_values":  # [L, 3, 1, H, d, d]; slot 2 is G_LM
                 for i, layer in enumerate(self.decoder.dec_layers):
                     layer.mha1.g_lm.weight_loader(layer.mha1.g_lm, tensor[i, 2, 0])
                     loaded.add(f"decoder.dec_layers.{i}.mha1.g_lm")
@@ -237,3 +272,20 @@ class PldrllmForCausalLM(nn.Module):
         if missing:
             raise ValueError(f"PLDR-LLM (vLLM): the checkpoint lacks {sorted(missing)[:4]} (of {len(missing)})")
         return loaded
+
+
+def refuse_what_a_learned_g_cannot_take(vllm_config: VllmConfig) -> None:
+    """Settings under which a learned G would be wrong, refused at load (`vllm_g_state.PldrllmVllmConfig` switches the
+    defaults off when vLLM makes its config; this catches what reached the model anyway)."""
+    settings = {
+        "enable_chunked_prefill": vllm_config.scheduler_config.enable_chunked_prefill,
+        "enable_prefix_caching": vllm_config.cache_config.enable_prefix_caching,
+        "speculative_config": vllm_config.speculative_config is not None,
+    }
+    if any(settings.values()):
+        on = ", ".join(name for name, value in settings.items() if value)
+        raise ValueError(
+            f"PLDR-LLM (vLLM): a learned G is computed from the whole prompt, which {on} would split or skip; "
+            "serve with --no-enable-chunked-prefill --no-enable-prefix-caching and no speculative decoding, or "
+            "collapse the model first (`plldr-hf collapse`)"
+        )

@@ -1,5 +1,6 @@
-"""PLDR-LLM in vLLM (plugin `plldr_hf.serving`): greedy tokens equal `generate()` for prompts of mixed lengths, a
-learned G is refused with a message naming `collapse()`, and `vllm serve` answers `/v1/completions`.
+"""PLDR-LLM in vLLM (plugin `plldr_hf.serving`): greedy tokens equal `generate()` for prompts of mixed lengths, with
+a fixed G and with a learned G kept per request; what a model cannot take is refused at load; `vllm serve` answers
+`/v1/completions`.
 
 Opt-in (marker `vllm`; the default test command skips them): they need vLLM, which pins its own torch and
 transformers, so they run in the environment `tools/make_vllm_env.sh` makes:
@@ -60,30 +61,42 @@ def _prompts():
     return [torch.randint(4, 19, (n,), generator=generator).tolist() for n in lengths]
 
 
-def _vllm(folder, prompts):
+def _vllm(folder, prompts, env=ENV, **llm_kwargs):
     out = folder / "vllm_tokens.json"
+    argv = [str(HELPER), str(folder), json.dumps(prompts), str(NEW_TOKENS), str(out), json.dumps(llm_kwargs)]
     proc = subprocess.run(
-        [sys.executable, str(HELPER), str(folder), json.dumps(prompts), str(NEW_TOKENS), str(out)],
+        [sys.executable, *argv],
         capture_output=True,
         text=True,
         timeout=600,
-        env=ENV,
+        env=env,
         cwd=REPO_ROOT,
     )
     return proc, (json.loads(out.read_text()) if out.is_file() else None)
 
 
-@pytest.mark.parametrize("kind", ["collapsed-interleaved-rope", "collapsed-neox-rope", "predefined-random-G"])
+@pytest.mark.parametrize(
+    "kind",
+    ["collapsed-interleaved-rope", "collapsed-neox-rope", "predefined-random-G", "learned-G", "learned-G-neox-rope"],
+)
 def test_vllm_greedy_tokens_equal_generate(tmp_path, kind):
+    """Eight prompts of 1 to 21 tokens in one batch; a learned G is each request's state, from its own prompt."""
     overrides = {
         "collapsed-interleaved-rope": dict(reference_rope=True),
         "collapsed-neox-rope": dict(reference_rope=False),
         "predefined-random-G": dict(custom_G_type="random"),
+        "learned-G": dict(reference_rope=True),
+        "learned-G-neox-rope": dict(reference_rope=False),
     }[kind]
     model = _model(tmp_path, collapse=kind.startswith("collapsed"), **overrides)
     prompts = _prompts()
     proc, got = _vllm(tmp_path, prompts)
     assert proc.returncode == 0, proc.stderr[-4000:]
+    if kind.startswith("learned"):
+        # a learned G needs each prompt whole: vLLM's defaults that split or skip a prompt are switched off, and said
+        log = proc.stdout + proc.stderr
+        assert "chunked prefill (enable_chunked_prefill) switched off" in log, log[-3000:]
+        assert "prefix caching (enable_prefix_caching) switched off" in log, log[-3000:]
     expected = []
     with torch.no_grad():
         for prompt in prompts:
@@ -92,25 +105,75 @@ def test_vllm_greedy_tokens_equal_generate(tmp_path, kind):
     assert got == expected
 
 
+def test_vllm_learned_g_over_two_tensor_parallel_ranks(tmp_path):
+    """Two ranks, one head each: each rank's G state holds its own heads' G (metric learner and PLGA tensors sliced
+    by heads), and the greedy tokens are those of `generate()` on each prompt alone."""
+    model = _model(tmp_path, collapse=False, intermediate_size=38)  # the GLU width splits over 2 ranks
+    prompts = _prompts()
+    # vLLM's CPU workers bind their threads per NUMA node by default; this machine may have one node for both
+    env = {**ENV, "VLLM_CPU_OMP_THREADS_BIND": "0|1"}
+    proc, got = _vllm(tmp_path, prompts, env=env, tensor_parallel_size=2)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+    with torch.no_grad():
+        expected = [
+            model.generate(torch.tensor([p]), max_new_tokens=NEW_TOKENS, do_sample=False)[0, len(p) :].tolist()
+            for p in prompts
+        ]
+    assert got == expected
+
+
+def test_vllm_transformers_backend_gives_the_logprobs_of_generate(tmp_path):
+    """vLLM's Transformers backend (`model_impl="transformers"`) on a collapsed PLDR-LLM without an LM-head bias:
+    every step's top-5 log-probabilities equal the transformers model's (the plugin renames `final_layer` to the
+    backend's `lm_head`)."""
+    model = _model(tmp_path, final_bias=False)
+    prompts = _prompts()
+    proc, got = _vllm(tmp_path, prompts, model_impl="transformers")
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    steps = json.loads((tmp_path / "vllm_tokens.json.logprobs").read_text())
+    worst = 0.0
+    with torch.no_grad():
+        for prompt, tokens, logprobs in zip(prompts, got, steps):
+            ids = torch.tensor([prompt + tokens])
+            reference = torch.log_softmax(model(ids).logits[0, len(prompt) - 1 : -1], -1)
+            for position, top in enumerate(logprobs):
+                worst = max(worst, *(abs(lp - reference[position, int(t)].item()) for t, lp in top.items()))
+    assert worst < 1e-3, worst
+
+
+SPECULATIVE = {"speculative_config": {"method": "ngram", "num_speculative_tokens": 2, "prompt_lookup_max": 2}}
+
+
 @pytest.mark.parametrize(
     "kind, message",
-    [("learned-G", ("serves a fixed G only", "collapse(")), ("head-size-16", ("head_dim=16", "plldr-hf serve"))],
+    [
+        ("learned-G-speculative", ("speculative_config", "learned G", "plldr-hf collapse")),
+        ("head-size-16", ("head_dim=16", "plldr-hf serve")),
+        ("transformers-backend-head-bias", ("Transformers backend", "final_layer.bias", "default model_impl")),
+        ("transformers-backend-learned-G", ("Transformers backend", "learned G", "default model_impl")),
+    ],
 )
 def test_vllm_refuses_what_it_cannot_serve_at_load(tmp_path, kind, message):
-    """A learned G (the message names `collapse()`), and a head size vLLM's CPU attention lacks (it would otherwise
-    start and fail on the first request)."""
-    if kind == "learned-G":
+    """Speculative decoding with a learned G (its rejected draft tokens would enter G); a head size vLLM's CPU
+    attention lacks (it would otherwise start and fail on the first request); vLLM's Transformers backend with an
+    LM-head bias (it would drop it) or a learned G (it has no G cache)."""
+    if kind == "learned-G-speculative":
         _model(tmp_path, collapse=False)
+        proc, got = _vllm(tmp_path, [[4, 5, 6]], **SPECULATIVE)
+    elif kind.startswith("transformers-backend"):
+        _model(tmp_path, collapse=kind.endswith("bias"))
+        proc, got = _vllm(tmp_path, [[4, 5, 6]], model_impl="transformers")
     else:
         _model(tmp_path, head_dim=16, hidden_size=32)
-    proc, got = _vllm(tmp_path, [[4, 5, 6]])
+        proc, got = _vllm(tmp_path, [[4, 5, 6]])
     assert proc.returncode != 0 and got is None
     log = proc.stdout + proc.stderr  # the engine process logs the error to stdout
     assert all(part in log for part in message), log[-3000:]
 
 
-def test_vllm_serve_answers_a_completion_like_generate(tmp_path):
-    model = _model(tmp_path)
+@pytest.mark.parametrize("kind", ["collapsed", "learned-G"])
+def test_vllm_serve_answers_a_completion_like_generate(tmp_path, kind):
+    model = _model(tmp_path, collapse=kind == "collapsed")
     tokenizer = tiny_pldrllm_tokenizer()
     prompt = "the cat sat on a mat and"
     batch = tokenizer(prompt, return_tensors="pt")
@@ -125,3 +188,16 @@ def test_vllm_serve_answers_a_completion_like_generate(tmp_path):
     assert answer["object"] == "text_completion"
     assert answer["usage"]["completion_tokens"] == 6
     assert answer["choices"][0]["text"].strip() == tokenizer.decode(new, skip_special_tokens=True).strip()
+
+
+@pytest.mark.parametrize("name", ["vllm_serving", "vllm_learned_g", "vllm_backends"])
+def test_serving_benchmarks_quick_mode(tmp_path, name):
+    """The serving benchmarks' smoke runs: every contender's tokens equal `generate()` on each prompt alone."""
+    argv = [sys.executable, "-m", f"benchmarks.{name}", "--quick", "--work-dir", str(tmp_path / "work")]
+    argv += ["--report-dir", str(tmp_path)]
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=900, env=ENV, cwd=REPO_ROOT)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    (result,) = json.loads((tmp_path / f"{name}_quick.json").read_text())["results"]
+    assert set(result["equal"].values()) == {result["requests"]}, result["equal"]
+    assert all(speed > 0 for speed in result["tok_s"].values())
+    assert (tmp_path / f"{name}_quick.png").stat().st_size > 0

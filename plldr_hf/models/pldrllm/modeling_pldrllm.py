@@ -586,10 +586,10 @@ class PldrllmModel(PldrllmPreTrainedModel):
         self.gradient_checkpointing = False
         self.post_init()
 
-    def _register_fixed_g_buffers(self) -> None:
+    def _register_fixed_g_buffers(self, device: torch.device | None = None) -> None:
+        # built on the default device: vLLM's Transformers backend puts only the parameters on "meta", not buffers
         cfg = self.config
         shape = (cfg.num_hidden_layers, 3, 1, cfg.num_attention_heads, cfg.head_dim, cfg.head_dim)
-        device = self.embedding.weight.device
         self.register_buffer("past_G_values", torch.zeros(shape, device=device), persistent=True)
         self.register_buffer(
             "past_G_values_status",
@@ -603,7 +603,7 @@ class PldrllmModel(PldrllmPreTrainedModel):
         instead of the metric learner (the model's `collapse()` sets `config.collapsed` with it)."""
         if len(states) != self.config.num_hidden_layers:
             raise ValueError(f"freeze_g(): {len(states)} layer states for {self.config.num_hidden_layers} layers")
-        self._register_fixed_g_buffers()
+        self._register_fixed_g_buffers(self.embedding.weight.device)
         frozen = torch.stack(
             [torch.stack([s.a, s.a_lm, s.g_lm]).reshape(self.past_G_values.shape[1:]) for s in states]
         )

@@ -26,6 +26,7 @@ from tests.utils import (
     EOS,
     PAD,
     REPO_ROOT,
+    Seq2SeqLogits,
     assert_close,
     assert_generate_cache_equals_no_cache,
     assert_padded_generation_equals_rows_alone,
@@ -1070,20 +1071,6 @@ def test_each_named_agf_variant_builds_and_decodes_with_its_cache(name):
     assert_generate_cache_equals_no_cache(model, {"input_ids": input_ids, "attention_mask": attention_mask})
 
 
-class _LogitsOnly(torch.nn.Module):
-    """The model's forward as torch.export traces it: tensors in, logits out, no cache."""
-
-    def __init__(self, model):
-        super().__init__()
-        self.model = model
-
-    def forward(self, input_ids, attention_mask, decoder_input_ids):
-        out = self.model(
-            input_ids=input_ids, attention_mask=attention_mask, decoder_input_ids=decoder_input_ids, use_cache=False
-        )
-        return out.logits
-
-
 @pytest.mark.parametrize("variant", ["agf", "agf+pcmv", "sinusoidal", "rope", "alibi", "kerple_power", "t5", "none"])
 def test_torch_export_with_dynamic_batch_and_lengths_matches_eager(variant):
     # the eager path's distance table has a data-dependent length; under export the terms run on every score
@@ -1098,12 +1085,12 @@ def test_torch_export_with_dynamic_batch_and_lengths_matches_eager(variant):
     shapes = ({0: batch, 1: source}, {0: batch, 1: source}, {0: batch, 1: target})
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        exported = export(_LogitsOnly(model), (ids, mask, dec), dynamic_shapes=shapes)
+        exported = export(Seq2SeqLogits(model), (ids, mask, dec), dynamic_shapes=shapes)
     ids, dec = torch.randint(3, 99, (3, 9)), torch.randint(3, 99, (3, 4))  # other batch and lengths
     mask = torch.ones_like(ids)
     mask[0, 6:] = 0
     with torch.no_grad():
-        assert torch.equal(exported.module()(ids, mask, dec), _LogitsOnly(model)(ids, mask, dec))
+        assert torch.equal(exported.module()(ids, mask, dec), Seq2SeqLogits(model)(ids, mask, dec))
 
 
 @pytest.mark.parametrize("variant", sorted(POSITION_VARIANTS))

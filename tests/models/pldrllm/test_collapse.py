@@ -302,3 +302,18 @@ def test_collapse_changes_no_other_model_sharing_the_config():
     collapsed_copy = copy.deepcopy(other)
     collapsed_copy.collapse(ids.repeat(2, 1), force=True)
     assert not other.config.collapsed and torch.equal(other(ids).logits, before)
+
+
+def test_vllm_reads_a_fixed_g_as_plain_attention_and_transformers_sees_no_layer_types():
+    """vLLM reads `layer_types` to decide whether a folder keeps per-request state (a learned G) or is a plain
+    transformer (a fixed G); the vLLM plugin sets it on the config class in vLLM's processes only, because
+    transformers' `generate` changes the masks it hands a model whose config has the attribute."""
+    from plldr_hf.serving.vllm_plugin import vllm_layer_types
+
+    model = make_invariant(tiny_model("sdpa", num_hidden_layers=3))
+    assert not hasattr(model.config, "layer_types")
+    with pytest.raises(AttributeError, match="per-request G state"):
+        vllm_layer_types(model.config)
+    model.collapse(force=True)
+    assert vllm_layer_types(model.config) == ["full_attention"] * 3
+    assert not hasattr(model.config, "layer_types")

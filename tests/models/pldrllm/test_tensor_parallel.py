@@ -12,19 +12,15 @@ from safetensors.torch import load_file
 
 from plldr_hf import PldrllmConfig, PldrllmForCausalLM
 from plldr_hf.models.pldrllm.tensor_parallel import HEADS_STYLE, HeadsParallel
-from tests.utils import REPO_ROOT
+from tests.utils import REPO_ROOT, tiny_config
 
 
 WORKER = REPO_ROOT / "tests" / "models" / "pldrllm" / "tp_worker.py"
 
 
 def _model(collapsed: bool) -> PldrllmForCausalLM:
-    config = PldrllmConfig(
-        vocab_size=99, hidden_size=32, num_attention_heads=4, head_dim=8, intermediate_size=37, num_hidden_layers=2,
-        A_dff=8, num_reslayerA=2, max_position_embeddings=64,
-    )  # fmt: skip
     torch.manual_seed(0)
-    model = PldrllmForCausalLM(config).eval()
+    model = PldrllmForCausalLM(tiny_config(num_attention_heads=4, head_dim=8)).eval()
     if collapsed:
         model.collapse(force=True)  # a random model is not input-invariant: the frozen G is an approximation
     return model

@@ -1,0 +1,185 @@
+"""A learned G in vLLM: the G-cache of PLDR-LLM kept as per-request state (arXiv 2502.13502, the KV and G caches).
+
+A learned-G model computes G_LM per layer and head from the Gram matrix of a request's rotated queries over its whole
+prompt, and reuses it for every new token. vLLM keeps per-request state for Mamba-like layers: a `MambaBase` layer
+declares its state's shape, vLLM allocates a slot per running request next to the paged KV cache, and the metadata of
+the layer's state backend names each request's slot (`state_indices_tensor_p` for prefills, `_d` for decodes).
+`PldrllmGState` is such a layer; its state is G_LM (H, d, d) in float32 for this rank's heads.
+
+| step    | what `PldrllmGState` does                                                                          |
+|---------|------------------------------------------------------------------------------------------------------|
+| prefill | A0 = Σ_t q_tᵀ·q_t over the request's prompt → metric learner → G_LM, written to the request's slot |
+| both    | q' = q·G_LM for each token, with its own request's G_LM                                            |
+| decode  | G_LM read from the request's slot                                                                   |
+
+The maths is the transformers model's (`metric_learner`, `PldrllmResidualUnit`, `PldrllmPowerLawGraphLayer`), so the
+checkpoint's metric-learner weights load under their own names. G depends on the whole prompt, hence
+`PldrllmVllmConfig`: a prompt is prefilled in one step (chunked prefill off), prefix caching is off (a cached prefix would
+skip its queries' share of A0), and speculative decoding is refused. A request that vLLM preempts for lack of KV-cache
+blocks is recomputed from its prompt and the tokens generated so far, so its G then also covers those tokens; size the
+cache (`gpu_memory_utilization`, `max_num_seqs`) so that vLLM logs no preemption.
+"""
+
+import torch
+from torch import nn
+from vllm.config import get_current_vllm_config
+from vllm.forward_context import get_forward_context
+from vllm.logger import init_logger
+from vllm.model_executor.layers.mamba.abstract import MambaBase
+from vllm.model_executor.layers.mamba.mamba_utils import get_temporal_copy_spec
+from vllm.model_executor.models.config import VerifyAndUpdateConfig
+from vllm.utils.torch_utils import direct_register_custom_op
+from vllm.v1.attention.backends.registry import MambaAttentionBackendEnum
+
+from plldr_hf.models.pldrllm.modeling_pldrllm import metric_learner
+from plldr_hf.models.pldrllm.plga import PldrllmPowerLawGraphLayer, PldrllmResidualUnit, gram_matrix
+
+
+logger = init_logger(__name__)
+
+WHOLE_PROMPT = "a learned G is computed from the whole prompt"
+
+
+class PldrllmVllmConfig(VerifyAndUpdateConfig):
+    """What a PLDR-LLM folder needs from vLLM's settings, checked and applied when vLLM makes an engine's config
+    (vLLM's per-architecture hook, registered for this package's model and for vLLM's Transformers backend)."""
+
+    @classmethod
+    def verify_and_update_config(cls, vllm_config) -> None:
+        config = vllm_config.model_config.hf_config
+        if getattr(config, "model_type", None) != "pldrllm":
+            return
+        if vllm_config.model_config.architecture != "PldrllmForCausalLM":
+            cls.refuse_what_the_transformers_backend_drops(config)
+        elif not config.has_fixed_G:
+            cls.serve_a_learned_g(vllm_config)
+
+    @staticmethod
+    def refuse_what_the_transformers_backend_drops(config) -> None:
+        # vLLM's Transformers backend (model_impl="transformers") runs the transformers model with vLLM's attention:
+        # it loads an LM-head bias only when the checkpoint names it `lm_head.bias`, and it has no place for the G cache
+        fix = "serve with vLLM's default model_impl (this package's vLLM model)"
+        if not config.has_fixed_G:
+            raise ValueError(
+                f"PLDR-LLM (vLLM): vLLM's Transformers backend cannot keep a learned G per request; {fix}"
+            )
+        if config.final_bias:
+            raise ValueError(
+                "PLDR-LLM (vLLM): vLLM's Transformers backend would drop the LM head's bias (`final_layer.bias`: it "
+                f"loads a head bias only under the name `lm_head.bias`); {fix}"
+            )
+
+    @staticmethod
+    def serve_a_learned_g(vllm_config) -> None:
+        if vllm_config.speculative_config is not None:
+            raise ValueError(
+                f"PLDR-LLM (vLLM): speculative decoding (speculative_config) is not supported with a learned G: "
+                f"{WHOLE_PROMPT} and a draft's rejected tokens would enter it. Serve without speculative_config, or "
+                "collapse the model first (`plldr-hf collapse`)."
+            )
+        scheduler, cache = vllm_config.scheduler_config, vllm_config.cache_config
+        if scheduler.enable_chunked_prefill:
+            logger.warning("PLDR-LLM with a learned G: chunked prefill (enable_chunked_prefill) switched off, %s.",
+                           WHOLE_PROMPT)  # fmt: skip
+            scheduler.enable_chunked_prefill = False
+            scheduler.long_prefill_token_threshold = 0
+            max_len = vllm_config.model_config.max_model_len
+            scheduler.max_num_batched_tokens = max(scheduler.max_num_batched_tokens, max_len)
+        if cache.enable_prefix_caching:
+            logger.warning("PLDR-LLM with a learned G: prefix caching (enable_prefix_caching) switched off, %s.",
+                           WHOLE_PROMPT)  # fmt: skip
+            cache.enable_prefix_caching = False
+
+
+class PldrllmGState(MambaBase, nn.Module):
+    """One layer's metric learner and PLGA tensors, and its per-request G_LM: `forward(q, out)` writes q' = q·G_LM.
+
+    `q` and `out` are (tokens, H·d) for this rank's H heads. The state backend is vLLM's short-convolution one: its
+    metadata (prefill token offsets, state slots, decode slots) is all a whole-state layer needs.
+    """
+
+    def __init__(self, config, heads: slice, prefix: str):
+        super().__init__()
+        self.num_heads, self.head_dim = heads.stop - heads.start, config.head_dim
+        self.heads = heads
+        self.layernorm1 = nn.LayerNorm(self.head_dim, eps=config.layer_norm_eps)
+        self.reslayerAs = nn.ModuleList(
+            PldrllmResidualUnit(self.head_dim, config.A_dff, config.num_denseA, config.glu_bias, config.layer_norm_eps)
+            for _ in range(config.num_reslayerA)
+        )
+        self.plgatt_layer = PldrllmPowerLawGraphLayer(config.num_attention_heads, self.head_dim)
+        for param in self.parameters():
+            param.requires_grad_(False)
+        vllm_config = get_current_vllm_config()
+        forward_context = vllm_config.compilation_config.static_forward_context
+        if prefix in forward_context:
+            raise ValueError(f"Duplicate layer name: {prefix}")
+        forward_context[prefix] = self
+        self.prefix = prefix
+        self.kv_cache = (torch.tensor([]),)
+
+    # --- what vLLM asks a state layer ---
+    def get_state_shape(self) -> tuple[tuple[int, ...]]:
+        return ((self.num_heads, self.head_dim, self.head_dim),)
+
+    def get_state_dtype(self) -> tuple[torch.dtype]:
+        return (torch.float32,)
+
+    @property
+    def mamba_type(self) -> MambaAttentionBackendEnum:
+        return MambaAttentionBackendEnum.SHORT_CONV
+
+    # --- the maths ---
+    def g_of(self, prompts: list[torch.Tensor]) -> torch.Tensor:
+        """G_LM (N, H, d, d) of N prompts, each given by its queries (T_i, H, d); the metric learner runs once."""
+        # each prompt's Gram matrix as the transformers model computes it: (N, H, d, d)
+        a0 = torch.cat([gram_matrix(q.transpose(0, 1)[None]) for q in prompts])
+        a = metric_learner(a0, self.layernorm1, self.reslayerAs)
+        return self.plgatt_layer(a, self.heads).g_lm
+
+    def forward(self, q: torch.Tensor, out: torch.Tensor) -> None:
+        torch.ops.vllm.pldrllm_g_state(q, out, self.prefix)
+
+    def forward_native(self, q: torch.Tensor, out: torch.Tensor) -> None:
+        metadata = get_forward_context().attn_metadata
+        metadata = metadata.get(self.prefix) if isinstance(metadata, dict) else None
+        tokens = q.shape[0]
+        q = q.view(tokens, self.num_heads, self.head_dim).float()
+        if metadata is None:  # vLLM's profiling run: any G of the right cost will do
+            g = self.g_of([q])[0]
+            out.copy_(torch.matmul(q.transpose(0, 1), g).transpose(0, 1).reshape(tokens, -1).to(out.dtype))
+            return
+        (states,) = self.kv_cache  # (slots, H, d, d)
+        decodes, prefill_tokens = metadata.num_decode_tokens, metadata.num_prefill_tokens
+        projected = []
+        if decodes:  # vLLM orders a batch's decodes first
+            g = states[metadata.state_indices_tensor_d.flatten()[:decodes]]
+            projected.append(torch.matmul(q[:decodes, :, None, :], g)[:, :, 0])
+        if prefill_tokens:
+            if metadata.has_initial_states_p is not None and bool(metadata.has_initial_states_p.any()):
+                raise RuntimeError(
+                    f"PLDR-LLM (vLLM): a prompt was prefilled in parts, but {WHOLE_PROMPT}; switch chunked prefill "
+                    "and prefix caching off (--no-enable-chunked-prefill --no-enable-prefix-caching)"
+                )
+            starts = metadata.query_start_loc_p.tolist()
+            prompts = [q[decodes + start : decodes + end] for start, end in zip(starts[:-1], starts[1:])]
+            g = self.g_of(prompts)
+            states[metadata.state_indices_tensor_p.flatten()[: len(prompts)]] = g
+            projected += [torch.matmul(prompt.transpose(0, 1), g_i).transpose(0, 1) for prompt, g_i in zip(prompts, g)]
+        done = decodes + prefill_tokens
+        out[:done] = torch.cat(projected).reshape(done, -1).to(out.dtype)
+
+
+def pldrllm_g_state(q: torch.Tensor, out: torch.Tensor, layer_name: str) -> None:
+    get_forward_context().no_compile_layers[layer_name].forward_native(q, out)
+
+
+def _fake(q: torch.Tensor, out: torch.Tensor, layer_name: str) -> None:
+    return None
+
+
+# an opaque op, so that a compiled model (vLLM's `support_torch_compile`) calls the state layer at run time with the
+# step's metadata, as vLLM's own state layers do
+direct_register_custom_op(op_name="pldrllm_g_state", op_func=pldrllm_g_state, mutates_args=["out"], fake_impl=_fake)
+
+STATE_COPY_FUNCS = (get_temporal_copy_spec,)

@@ -19,10 +19,12 @@ from pathlib import Path
 
 from benchmarks.vllm_serving import (
     MAX_MODEL_LEN,
+    collapse_on_random_ids,
     hf_alone,
     machine_and_versions,
     make_requests,
     model_sizes,
+    move_off_init,
     parse_arguments,
     rotated_rounds,
     throughput,
@@ -46,12 +48,8 @@ def build_model(folder: Path, sizes: dict, pldr_extra: dict):
         **sizes, **pldr_extra, max_position_embeddings=MAX_MODEL_LEN, eos_token_id=None, final_bias=False
     )
     model = PldrllmForCausalLM(config).eval()
-    with torch.no_grad():
-        for name, param in model.named_parameters():
-            if name.endswith("bias") or "norm" in name:
-                param.add_(torch.randn_like(param) * 0.1)
-    calibration = torch.randint(4, sizes["vocab_size"], (4, 64), generator=torch.Generator().manual_seed(2))
-    model.collapse(calibration, force=True)
+    move_off_init(model)
+    collapse_on_random_ids(model, sizes["vocab_size"])
     model.save_pretrained(folder)
     return model
 

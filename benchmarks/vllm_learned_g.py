@@ -34,11 +34,13 @@ from pathlib import Path
 
 from benchmarks.vllm_serving import (
     MAX_MODEL_LEN,
+    collapse_on_random_ids,
     hf_alone,
     hf_batch,
     machine_and_versions,
     make_requests,
     model_sizes,
+    move_off_init,
     parse_arguments,
     rotated_rounds,
     throughput,
@@ -62,14 +64,9 @@ def build_models(folder: Path, sizes: dict, pldr_extra: dict) -> dict:
     torch.manual_seed(0)
     config = PldrllmConfig(**sizes, **pldr_extra, max_position_embeddings=MAX_MODEL_LEN, eos_token_id=None)
     learned = PldrllmForCausalLM(config).eval()
-    with torch.no_grad():
-        # biases and LayerNorms off their zero / one init, as after training, so the token check sees them too
-        for name, param in learned.named_parameters():
-            if name.endswith("bias") or "norm" in name:
-                param.add_(torch.randn_like(param) * 0.1)
+    move_off_init(learned)
     collapsed = copy.deepcopy(learned)
-    calibration = torch.randint(4, sizes["vocab_size"], (4, 64), generator=torch.Generator().manual_seed(2))
-    collapsed.collapse(calibration, force=True)
+    collapse_on_random_ids(collapsed, sizes["vocab_size"])
     models = {}
     for name, model in (("learned", learned), ("collapsed", collapsed)):
         path = folder / name

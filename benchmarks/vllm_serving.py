@@ -51,6 +51,25 @@ CONTENDERS = ("vLLM PLDR-LLM (collapsed)", "vLLM Llama", "HF generate PLDR-LLM (
 MAX_MODEL_LEN = 256
 
 
+def move_off_init(*models) -> None:
+    """Biases and LayerNorms off their zero / one init, as after training, so the token checks see them too."""
+    import torch
+
+    with torch.no_grad():
+        for model in models:
+            for name, param in model.named_parameters():
+                if name.endswith("bias") or "norm" in name:
+                    param.add_(torch.randn_like(param) * 0.1)
+
+
+def collapse_on_random_ids(model, vocab_size: int) -> None:
+    """`collapse(force=True)` calibrated on 4 × 64 random ids (seed 2): random weights are not input-invariant."""
+    import torch
+
+    calibration = torch.randint(4, vocab_size, (4, 64), generator=torch.Generator().manual_seed(2))
+    model.collapse(calibration, force=True)
+
+
 def build_models(folder: Path, sizes: dict, pldr_extra: dict) -> dict:
     """Saves the collapsed PLDR-LLM and the Llama under `folder`; returns {name: (path, HF model)}."""
     import torch
@@ -63,17 +82,11 @@ def build_models(folder: Path, sizes: dict, pldr_extra: dict) -> dict:
     pldr = PldrllmForCausalLM(
         PldrllmConfig(**sizes, **pldr_extra, max_position_embeddings=MAX_MODEL_LEN, eos_token_id=None)
     ).eval()
-    calibration = torch.randint(4, sizes["vocab_size"], (4, 64), generator=torch.Generator().manual_seed(2))
-    pldr.collapse(calibration, force=True)
+    collapse_on_random_ids(pldr, sizes["vocab_size"])
     llama = LlamaForCausalLM(
         llama_config(sizes, MAX_MODEL_LEN, eos_token_id=None, bos_token_id=None, pad_token_id=0)
     ).eval()
-    with torch.no_grad():
-        # biases and LayerNorms off their zero / one init, as after training, so the token check sees them too
-        for model in (pldr, llama):
-            for name, param in model.named_parameters():
-                if name.endswith("bias") or "norm" in name:
-                    param.add_(torch.randn_like(param) * 0.1)
+    move_off_init(pldr, llama)
     models = {}
     for name, model in (("pldr", pldr), ("llama", llama)):
         path = folder / name

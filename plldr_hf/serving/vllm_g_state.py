@@ -38,6 +38,12 @@ from plldr_hf.models.pldrllm.plga import PldrllmPowerLawGraphLayer, PldrllmResid
 logger = init_logger(__name__)
 
 WHOLE_PROMPT = "a learned G is computed from the whole prompt"
+# the state of one layer and request: G_LM of the rank's heads, float32 like the PLGA maths of the transformers model
+STATE_DTYPES = (torch.float32,)
+
+
+def state_shapes(heads: int, head_dim: int) -> tuple[tuple[int, ...]]:
+    return ((heads, head_dim, head_dim),)
 
 
 class PldrllmVllmConfig(VerifyAndUpdateConfig):
@@ -120,10 +126,10 @@ class PldrllmGState(MambaBase, nn.Module):
 
     # --- what vLLM asks a state layer ---
     def get_state_shape(self) -> tuple[tuple[int, ...]]:
-        return ((self.num_heads, self.head_dim, self.head_dim),)
+        return state_shapes(self.num_heads, self.head_dim)
 
     def get_state_dtype(self) -> tuple[torch.dtype]:
-        return (torch.float32,)
+        return STATE_DTYPES
 
     @property
     def mamba_type(self) -> MambaAttentionBackendEnum:

@@ -43,7 +43,7 @@ from vllm.model_executor.model_loader.weight_utils import default_weight_loader
 from vllm.model_executor.models.interfaces import HasInnerState, IsHybrid
 from vllm.sequence import IntermediateTensors
 
-from .vllm_g_state import STATE_COPY_FUNCS, PldrllmGState
+from .vllm_g_state import STATE_COPY_FUNCS, STATE_DTYPES, PldrllmGState, state_shapes
 
 
 # checkpoint tensors of the metric learner: under `g_state` for a learned G, skipped for a fixed G (G from `past_G_values`)
@@ -74,13 +74,14 @@ class PldrllmAttention(nn.Module):
             rope_parameters={"rope_theta": config.rope_theta},
         )
         start = get_tensor_model_parallel_rank() * self.num_heads
+        self.heads = slice(start, start + self.num_heads)  # this rank's heads
         if config.has_fixed_G:
             # G_LM of this rank's heads, (H_local, d, d); float32 like the PLGA maths of the transformers model
             self.g_lm = nn.Parameter(torch.empty(self.num_heads, self.head_dim, self.head_dim, dtype=torch.float32),
                                      requires_grad=False)  # fmt: skip
             self.g_lm.weight_loader = self._load_g
         else:
-            self.g_state = PldrllmGState(config, slice(start, start + self.num_heads), prefix=f"{prefix}.g_state")
+            self.g_state = PldrllmGState(config, self.heads, prefix=f"{prefix}.g_state")
         self.attn = Attention(
             self.num_heads,
             self.head_dim,
@@ -99,8 +100,7 @@ class PldrllmAttention(nn.Module):
             )
 
     def _load_g(self, param: nn.Parameter, g_all_heads: torch.Tensor) -> None:
-        start = get_tensor_model_parallel_rank() * self.num_heads
-        param.data.copy_(g_all_heads[start : start + self.num_heads].to(torch.float32))
+        param.data.copy_(g_all_heads[self.heads].to(torch.float32))
 
     def forward(self, positions: torch.Tensor, hidden_states: torch.Tensor) -> torch.Tensor:
         qkv, _ = self.qkv(hidden_states)
@@ -196,11 +196,11 @@ class PldrllmForCausalLM(nn.Module, HasInnerState, IsHybrid):
     def get_mamba_state_shape_from_config(cls, vllm_config: VllmConfig) -> tuple[tuple[int, ...]]:
         config = vllm_config.model_config.hf_config
         heads = config.num_attention_heads // vllm_config.parallel_config.tensor_parallel_size
-        return ((heads, config.head_dim, config.head_dim),)
+        return state_shapes(heads, config.head_dim)
 
     @classmethod
     def get_mamba_state_dtype_from_config(cls, vllm_config: VllmConfig) -> tuple[torch.dtype]:
-        return (torch.float32,)
+        return STATE_DTYPES
 
     @classmethod
     def get_mamba_state_copy_func(cls):

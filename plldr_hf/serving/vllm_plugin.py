@@ -4,8 +4,8 @@ vLLM calls `register()` in every process it starts (entry point group `vllm.gene
 https://docs.vllm.ai/en/latest/design/plugin_system.html), so it must be cheap and idempotent. Importing
 `plldr_hf` registers `PldrllmConfig` and the tokenizer with the transformers Auto classes, so vLLM reads a saved
 folder without `trust_remote_code`; the model class itself is registered lazily by its import path. The settings a
-learned G needs and the checks of vLLM's Transformers backend (`vllm_g_state.PldrllmVllmConfig`) join vLLM's per-architecture config hooks, which vLLM applies when it
-makes an engine's config.
+learned G needs and the checks of vLLM's Transformers backend (`vllm_g_state.PldrllmVllmConfig`) join vLLM's
+per-architecture config hooks, which vLLM applies when it makes an engine's config.
 """
 
 ARCHITECTURE = "PldrllmForCausalLM"

@@ -949,37 +949,126 @@ def test_max_new_tokens_replaces_the_saved_max_length_without_a_warning(tmp_path
     assert "seem to have been set" not in caplog.text
 
 
+# transformers' `GenerationTesterMixin.test_generate_continue_from_past_key_values`: its generate arguments (pad and
+# eos -1 so that every call runs to its length, scores returned)
+MIXIN_GENERATE_KWARGS = {
+    "pad_token_id": -1,
+    "eos_token_id": -1,
+    "forced_eos_token_id": None,
+    "encoder_no_repeat_ngram_size": 0,
+    "use_cache": True,
+    "do_sample": False,
+    "return_dict_in_generate": True,
+    "output_scores": True,
+}
+
+
+def continue_as_the_mixin(model, inputs: dict, *, mask_as_generate_used_it: bool):
+    """The mixin's steps: 4 new tokens in one call vs 3, then 1 more from the returned cache, its decoder ids being
+    the 3-token call's sequences and its decoder mask the given one padded with ones on the right.
+
+    `generate()` prepends `decoder_start_token_id` to decoder ids that do not start with it, and a 1 to their mask.
+    The mixin pads the mask it was given, not that one, so the continuation's mask is one place to the left of its
+    ids: where the given mask has a 0 (a pad id among the drawn ids, with a mask derived from them) it masks the
+    token before the pad and lets the pad in. `mask_as_generate_used_it=True` continues with the mask the first
+    calls used instead. Returns the one-call and the continued outputs."""
+    whole = model.generate(**inputs, **MIXIN_GENERATE_KWARGS, max_new_tokens=4)
+    first = model.generate(**inputs, **MIXIN_GENERATE_KWARGS, max_new_tokens=3)
+    mask = inputs["decoder_attention_mask"]
+    start = model.generation_config.decoder_start_token_id
+    if mask_as_generate_used_it and bool((inputs["decoder_input_ids"][:, 0] != start).all()):
+        mask = torch.cat([torch.ones_like(mask[:, :1]), mask], dim=1)
+    length = first.sequences.shape[1]
+    continued_inputs = dict(
+        inputs,
+        past_key_values=first.past_key_values,
+        decoder_input_ids=first.sequences,
+        decoder_attention_mask=F.pad(mask, (0, length - mask.shape[1]), value=1),
+    )
+    return whole, model.generate(**continued_inputs, **MIXIN_GENERATE_KWARGS, max_new_tokens=1)
+
+
+def cache_difference(whole, continued) -> float:
+    """Largest |difference| over every self- and cross-attention cache entry (inf if the tokens differ)."""
+    if not torch.equal(whole.sequences, continued.sequences):
+        return math.inf
+    worst = 0.0
+    for name in ("self_attention_cache", "cross_attention_cache"):
+        pairs = zip(getattr(whole.past_key_values, name).layers, getattr(continued.past_key_values, name).layers)
+        for a, b in pairs:
+            worst = max(worst, (a.keys - b.keys).abs().max().item(), (a.values - b.values).abs().max().item())
+    return worst
+
+
+def draw_translation_inputs(generator: torch.Generator, pad_token_id: int, *, masks_from_ids: bool) -> dict:
+    """A 4 x 7 batch as a common tester draws it: ids over the whole vocabulary of 99 (the pad id among them; one
+    more is put in each side so every draw has some). `masks_from_ids`: masks are `ids != pad` (Marian's tester),
+    so the pad ids are padding, in the middle of rows; otherwise all ones, so they are real tokens."""
+    ids = torch.randint(0, 99, (4, 7), generator=generator)
+    dec = torch.randint(0, 99, (4, 7), generator=generator)
+    ids[int(torch.randint(0, 4, (1,), generator=generator)), 3] = pad_token_id
+    dec[int(torch.randint(0, 4, (1,), generator=generator)), 2] = pad_token_id
+    ids[:, -1] = dec[:, 0] = 5  # a real last source token and first target token, as Marian's tester has
+    if masks_from_ids:
+        masks = ids.ne(pad_token_id).long(), dec.ne(pad_token_id).long()
+    else:
+        masks = torch.ones_like(ids), torch.ones_like(dec)
+    return {"input_ids": ids, "attention_mask": masks[0], "decoder_input_ids": dec, "decoder_attention_mask": masks[1]}
+
+
 @pytest.mark.parametrize("variant", sorted(POSITION_VARIANTS))
 def test_generate_continued_from_its_cache_equals_one_call(variant):
-    """transformers' `test_generate_continue_from_past_key_values` (GenerationTesterMixin), steps and generate
-    arguments as there (pad and eos -1, scores returned): 4 new tokens in one call vs 3, then 1 more from the
-    returned cache with the decoder mask extended; the sequences and every self- and cross-attention cache entry
-    are bit-identical. Over draws of weights and ids (the pad id included: the common tester's `ids_tensor` draws
-    from a generator earlier tests advance) for every position encoding; 500 such draws were checked by hand."""
-    kwargs = {"pad_token_id": -1, "eos_token_id": -1, "forced_eos_token_id": None, "encoder_no_repeat_ngram_size": 0}
-    kwargs.update(use_cache=True, do_sample=False, return_dict_in_generate=True, output_scores=True)
-    for seed in range(3):
+    """The mixin's continue-from-cache steps over draws of weights and ids with the pad id among them, for every
+    position encoding: as real tokens (masks of ones) and as padding in the middle of rows (masks from the ids).
+    The sequences and every self- and cross-attention cache entry are bit-identical, given the decoder mask that
+    `generate()` used (see `continue_as_the_mixin`)."""
+    for seed in range(4):
         torch.manual_seed(seed)
         model = AgfForConditionalGeneration(tiny_agf_config(init_std=0.02, **POSITION_VARIANTS[variant][1])).eval()
         generator = torch.Generator().manual_seed(seed)
-        ids, dec = torch.randint(0, 99, (4, 7), generator=generator), torch.randint(0, 99, (4, 7), generator=generator)
-        ids[0, 3] = dec[1, 2] = model.config.pad_token_id
-        inputs = {"input_ids": ids, "attention_mask": torch.ones_like(ids), "decoder_input_ids": dec}
-        inputs["decoder_attention_mask"] = torch.ones_like(dec)
-        whole = model.generate(**inputs, **kwargs, max_new_tokens=4)
-        first = model.generate(**inputs, **kwargs, max_new_tokens=3)
-        length = first.sequences.shape[1]
-        inputs.update(
-            past_key_values=first.past_key_values,
-            decoder_input_ids=first.sequences,
-            decoder_attention_mask=torch.ones(4, length, dtype=torch.long),
-        )
-        continued = model.generate(**inputs, **kwargs, max_new_tokens=1)
-        assert torch.equal(whole.sequences, continued.sequences), seed
-        for name in ("self_attention_cache", "cross_attention_cache"):
-            layers = zip(getattr(whole.past_key_values, name).layers, getattr(continued.past_key_values, name).layers)
-            for a, b in layers:
-                assert torch.equal(a.keys, b.keys) and torch.equal(a.values, b.values), (name, seed)
+        for masks_from_ids in (False, True):
+            inputs = draw_translation_inputs(generator, model.config.pad_token_id, masks_from_ids=masks_from_ids)
+            whole, continued = continue_as_the_mixin(model, inputs, mask_as_generate_used_it=True)
+            assert cache_difference(whole, continued) == 0.0, (seed, masks_from_ids)
+
+
+def test_the_mixins_continuation_shifts_the_decoder_mask_for_marian_too():
+    """Why the mixin's `test_generate_continue_from_past_key_values` depends on the draw for a tester whose decoder
+    mask comes from the ids: with a pad id among the drawn decoder ids, its continuation masks the token before the
+    pad (`continue_as_the_mixin`), and transformers' own Marian differs from its one-call run just as AGF does;
+    with the mask `generate()` used, both are bit-identical. Without a pad id both are identical either way."""
+    from transformers import MarianConfig, MarianMTModel
+
+    marian_config = MarianConfig(
+        vocab_size=99,
+        d_model=32,
+        encoder_layers=2,
+        decoder_layers=2,
+        encoder_attention_heads=4,
+        decoder_attention_heads=4,
+        encoder_ffn_dim=37,
+        decoder_ffn_dim=37,
+        max_position_embeddings=64,
+        dropout=0.0,
+        pad_token_id=PAD,
+        bos_token_id=BOS,
+        eos_token_id=EOS,
+        decoder_start_token_id=BOS,
+    )
+    for seed in range(3):
+        torch.manual_seed(seed)
+        models = {
+            "agf": AgfForConditionalGeneration(tiny_agf_config(init_std=0.02, pcmv=True)).eval(),
+            "marian": MarianMTModel(marian_config).eval(),
+        }
+        generator = torch.Generator().manual_seed(seed)
+        inputs = draw_translation_inputs(generator, PAD, masks_from_ids=True)
+        without_pad = dict(inputs, decoder_attention_mask=torch.ones_like(inputs["decoder_attention_mask"]))
+        for name, model in models.items():
+            as_given = cache_difference(*continue_as_the_mixin(model, inputs, mask_as_generate_used_it=False))
+            as_used = cache_difference(*continue_as_the_mixin(model, inputs, mask_as_generate_used_it=True))
+            no_hole = cache_difference(*continue_as_the_mixin(model, without_pad, mask_as_generate_used_it=False))
+            assert as_given > 0.0 and as_used == 0.0 and no_hole == 0.0, (name, seed, as_given, as_used, no_hole)
 
 
 def test_the_hybrid_adds_the_vanilla_sinusoids_to_agf_and_breaks_the_bag_of_words():

@@ -43,7 +43,8 @@ def marked_copies() -> list[tuple[Path, int, str, str]]:
 
 def test_the_shared_blocks_are_marked_in_both_modeling_files():
     marked = {(p.name, name) for p, _, _, name in marked_copies()}
-    assert {("modeling_pldrllm.py", n) for n in ("CACHE_NAME", "merge_cache_kwargs", "check_inputs")} <= marked
+    assert {("modeling_pldrllm.py", n) for n in ("CACHE_NAME", "merge_cache_kwargs")} <= marked
+    assert {("inputs.py", n) for n in ("check_inputs", "check_position_ids", "embed_ids")} <= marked
 
 
 @pytest.mark.parametrize("path, line, module, name", marked_copies(), ids=lambda v: getattr(v, "name", str(v)))

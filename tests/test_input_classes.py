@@ -14,6 +14,7 @@ from safetensors.torch import load_file, save_file
 from plldr_hf import AgfConfig, AgfForConditionalGeneration, PldrllmConfig, PldrllmForCausalLM
 from plldr_hf.cli import main
 from plldr_hf.loading import DamagedWeightsError, load_model
+from plldr_hf.models.pldrllm.diagnostics import diagnose
 from tests.utils import tiny_agf_config, tiny_config, tiny_model, tiny_pldrllm_tokenizer
 
 
@@ -66,11 +67,100 @@ def test_a_model_that_cannot_fit_is_refused_with_its_estimate_before_building(bu
         (lambda: PldrllmConfig(dtype="bogus"), "dtype"),
         (lambda: AgfConfig(torch_dtype="int8"), "torch_dtype"),
         (lambda: AgfConfig(is_encoder_decoder=False), "is_encoder_decoder"),
+        (lambda: PldrllmConfig(pad_token_id=[1]), "pad_token_id"),
+        (lambda: PldrllmConfig(bos_token_id=[1]), "bos_token_id"),
+        (lambda: PldrllmConfig(pad_token_id=True), "pad_token_id"),
+        (lambda: AgfConfig(decoder_start_token_id=True), "decoder_start_token_id"),
     ],
 )
 def test_config_values_of_the_wrong_type_are_named(make, field):
     with pytest.raises(ValueError, match=field):
         make()
+
+
+def test_generation_may_stop_at_a_list_of_pldrllm_eos_ids():
+    assert PldrllmConfig(eos_token_id=[3, 4]).eos_token_id == [3, 4]
+
+
+# ---------------------------------------------------------------- call arguments: shape, type and range
+IDS = torch.tensor([[5, 6, 7, 8]])
+
+
+def _pldr():
+    torch.manual_seed(0)
+    return PldrllmForCausalLM(tiny_config()).eval()
+
+
+def _agf():
+    torch.manual_seed(0)
+    return AgfForConditionalGeneration(tiny_agf_config()).eval()
+
+
+@pytest.mark.parametrize(
+    "call, message",
+    [
+        (lambda: _pldr()(IDS, position_ids=torch.tensor([[-3, -2, -1, 0]])), r"`position_ids` must be >= 0"),
+        (lambda: _pldr()(IDS, position_ids=torch.tensor([[0, 1]])), r"`position_ids` must be integers of shape"),
+        (lambda: _pldr()(inputs_embeds=torch.randn(1, 4, 7)), r"`inputs_embeds` must be floats of shape \(batch"),
+        (lambda: _pldr()(IDS, labels=torch.tensor([[5, 6, 700, 8]])), r"`labels` holds token id 700, outside"),
+        (lambda: _pldr()(IDS, labels=IDS.float()), r"`labels` must be integer token ids"),
+        (lambda: _pldr()(IDS, shift_labels=torch.tensor([[5, 6, 7, -5]])), r"`shift_labels` holds token id -5"),
+        (lambda: _pldr()(IDS, labels=IDS, dag_weights=(float("nan"), 0, 0)), r"`dag_weights` must be three finite"),
+        (lambda: _pldr()(IDS, labels=IDS, dag_weights=(-1.0, 0, 0)), r"`dag_weights` must be three finite"),
+        (lambda: _pldr()(IDS, past_key_values=((IDS, IDS),)), r"must be a transformers Cache object"),
+        (lambda: _agf()(IDS, decoder_input_ids=IDS, decoder_position_ids=-IDS), r"`position_ids` must be >= 0"),
+        (lambda: _agf()(IDS, labels=torch.tensor([[5, 6, 700, 8]])), r"`labels` holds token id 700, outside"),
+        (lambda: _agf()(IDS, decoder_input_ids=IDS[:, :2], labels=IDS), r"one label per decoder position"),
+        (lambda: _agf()(encoder_outputs=(torch.randn(1, 4, 7),), decoder_input_ids=IDS), r"encoder output"),
+        (lambda: _agf()(inputs_embeds=torch.randn(1, 4, 7), decoder_input_ids=IDS), r"`inputs_embeds` must be"),
+        (lambda: _agf()(IDS, decoder_input_ids=IDS, past_key_values=((IDS, IDS),)), r"transformers Cache object"),
+    ],
+)
+def test_call_arguments_of_the_wrong_shape_type_or_range_are_named(call, message):
+    """Each would otherwise fail deep inside (an index error in the loss, a LayerNorm or matmul shape error, a
+    tuple without `.layers`) or silently (a negative position reads the RoPE table from its end; a NaN DAG weight
+    makes the loss NaN)."""
+    with pytest.raises(ValueError, match=message):
+        call()
+
+
+@pytest.mark.parametrize(
+    "call, message",
+    [
+        (lambda m: m.collapse(tolerance=math.inf), r"`tolerance` must be a finite number"),
+        (lambda m: m.collapse(tolerance=-1), r"`tolerance` must be >= 0"),
+        (lambda m: m.collapse(tolerance="x"), r"`tolerance` must be a number"),
+        (lambda m: m.collapse(calibration=5), r"calibration must be texts"),
+        (lambda m: m.collapse(calibration=torch.rand(3, 4)), r"calibration ids must be an integer tensor"),
+        (lambda m: m.collapse(calibration=[[1.5, 2.0], [3, 4]]), r"calibration must be texts"),
+        (lambda m: diagnose(m, rtol=math.nan), r"`rtol` must be a finite number"),
+        (lambda m: diagnose(m, new_tokens="x"), r"`new_tokens` must be an integer"),
+    ],
+)
+def test_collapse_and_diagnose_name_a_bad_number_or_calibration(call, message):
+    """`tolerance=inf` used to collapse any model; a float calibration tensor was cast to ids silently."""
+    model = _pldr()
+    with pytest.raises(ValueError, match=message):
+        call(model)
+    assert not model.config.collapsed
+
+
+def test_generation_past_the_rope_table_names_max_new_tokens():
+    torch.manual_seed(0)
+    model = PldrllmForCausalLM(tiny_config(reference_rope=True, max_position_embeddings=12)).eval()
+    # the last new token is never fed back, so prompt + new - 1 positions are used
+    room = model.config.max_position_embeddings - IDS.shape[1] + 1
+    model.generate(IDS, max_new_tokens=room, min_new_tokens=room, do_sample=False)  # fits exactly
+    with pytest.raises(ValueError, match=r"lower max_new_tokens \(or max_length\)"):
+        model.generate(IDS, max_new_tokens=room + 1, min_new_tokens=room + 1, do_sample=False)
+
+
+def test_ignored_labels_and_explicit_positions_still_work():
+    pldr, agf = _pldr(), _agf()
+    ignored = torch.tensor([[-100, 6, 7, 8]])
+    assert torch.isfinite(pldr(IDS, labels=ignored).loss) and torch.isfinite(agf(IDS, labels=ignored).loss)
+    positions = torch.arange(4)[None]
+    assert torch.equal(pldr(IDS, position_ids=positions).logits, pldr(IDS).logits)
 
 
 def test_tie_word_embeddings_ties_the_pldrllm_head_and_survives_a_round_trip(tmp_path):

@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import hashlib
+import inspect
 import io
 import json
 import math
@@ -748,6 +749,77 @@ class Probe:
 
         self.api("AGF out-of-range id on a cached step", agf_cached, "vocab")
 
+        # every argument of a call that carries ids, positions, labels, embeddings, a cache or weights, with a value
+        # of the wrong shape, type or range
+        n = ids.shape[1]
+        bad_calls = [
+            ("PLDR negative position_ids", lambda: pldr(ids, position_ids=torch.arange(n)[None] - 3), "position_ids"),
+            (
+                "PLDR position_ids of another length",
+                lambda: pldr(ids, position_ids=torch.arange(2)[None]),
+                "position_ids",
+            ),
+            ("PLDR float position_ids", lambda: pldr(ids, position_ids=torch.arange(n)[None].float()), "position_ids"),
+            ("PLDR inputs_embeds of another width", lambda: pldr(inputs_embeds=torch.randn(2, n, 7)), "inputs_embeds"),
+            ("PLDR labels outside the vocabulary", lambda: pldr(ids, labels=ids + vocab), "labels"),
+            ("PLDR float labels", lambda: pldr(ids, labels=ids.float()), "labels"),
+            ("PLDR negative shift_labels", lambda: pldr(ids, shift_labels=ids - vocab), "shift_labels"),
+            ("PLDR dag_weights NaN", lambda: pldr(ids, labels=ids, dag_weights=(math.nan, 0, 0)), "dag_weights"),
+            ("PLDR dag_weights negative", lambda: pldr(ids, labels=ids, dag_weights=(0, -1, 0)), "dag_weights"),
+            ("PLDR dag_weights of two", lambda: pldr(ids, labels=ids, dag_weights=(0, 0)), "dag_weights"),
+            ("PLDR a tuple cache", lambda: pldr(ids, past_key_values=((ids, ids),)), "Cache"),
+            (
+                "AGF negative decoder_position_ids",
+                lambda: agf(src, decoder_input_ids=src, decoder_position_ids=-src),
+                "position_ids",
+            ),
+            ("AGF labels outside the vocabulary", lambda: agf(input_ids=src, labels=src + v), "labels"),
+            ("AGF float labels", lambda: agf(input_ids=src, labels=src.float()), "labels"),
+            (
+                "AGF labels of another length than the decoder ids",
+                lambda: agf(src, decoder_input_ids=src[:, :2], labels=src),
+                "labels",
+            ),
+            (
+                "AGF encoder output of another width",
+                lambda: agf(encoder_outputs=(torch.randn(2, 5, 7),), decoder_input_ids=src),
+                "encoder output",
+            ),
+            (
+                "AGF inputs_embeds of another width",
+                lambda: agf(inputs_embeds=torch.randn(2, 5, 7), decoder_input_ids=src),
+                "inputs_embeds",
+            ),
+            ("AGF a tuple cache", lambda: agf(src, decoder_input_ids=src, past_key_values=((src, src),)), "Cache"),
+        ]
+        from plldr_hf.models.pldrllm.diagnostics import diagnose
+
+        # the methods that measure or change a model: every number they take, and calibration inputs of every
+        # wrong kind
+        for label, value in (("NaN", math.nan), ("inf", math.inf), ("-1", -1), ("'x'", "x")):
+            bad_calls.append(
+                (f"PLDR collapse(tolerance={label})", lambda v=value: pldr.collapse(tolerance=v), "tolerance")
+            )
+            bad_calls.append((f"PLDR diagnose(rtol={label})", lambda v=value: diagnose(pldr, rtol=v), "rtol"))
+            bad_calls.append(
+                (f"PLDR diagnose(new_tokens={label})", lambda v=value: diagnose(pldr, new_tokens=v), "new_tokens")
+            )
+            bad_calls.append(
+                (f"AGF coefficient_curves({label})", lambda v=value: agf.coefficient_curves(v), "max_distance")
+            )
+        bad_calls += [
+            ("AGF coefficient_curves(10**9)", lambda: agf.coefficient_curves(10**9), "max_distance"),
+            ("PLDR collapse(calibration=5)", lambda: pldr.collapse(calibration=5), "calibration"),
+            ("PLDR collapse(float calibration)", lambda: pldr.collapse(calibration=torch.rand(3, 4)), "calibration"),
+            (
+                "PLDR collapse(calibration of floats)",
+                lambda: pldr.collapse(calibration=[[1.5, 2.0], [3, 4]]),
+                "calibration",
+            ),
+        ]
+        for case, call, expect in bad_calls:
+            self.api(case, call, expect)
+
     def api_configs(self) -> None:
         from plldr_hf import AgfConfig, PldrllmConfig
 
@@ -766,6 +838,24 @@ class Probe:
             ("AGF activation_function 'nope'", AgfConfig, {"activation_function": "nope"}, "activation_function"),
             ("AGF position_encoding 'nope'", AgfConfig, {"position_encoding": "nope"}, "position_encoding"),
         ]
+        # by class: every field of both configs whose default is a number or a boolean gets values of the wrong
+        # type (a string, a list), NaN and infinity; every token id gets a list and a boolean
+        for family, cls in (("PLDR", PldrllmConfig), ("AGF", AgfConfig)):
+            for name, parameter in inspect.signature(cls.__init__).parameters.items():
+                default = parameter.default
+                if isinstance(default, bool):
+                    values = {"'false'": "false", "2": 2}
+                elif isinstance(default, int | float):
+                    values = {"'x'": "x", "[1]": [1], "NaN": math.nan, "inf": math.inf}
+                else:
+                    continue
+                if name.endswith("token_id"):
+                    values["True"] = True
+                    if family == "PLDR" and name == "eos_token_id":  # generation may stop at a list of ids
+                        del values["[1]"]
+                        values["[99999]"] = [99_999]  # ... inside the vocabulary
+                for label, value in values.items():
+                    cases.append((f"{family} {name}={label}", cls, {name: value}, name))
         for case, cls, kwargs, expect in cases:
             self.api(case, lambda cls=cls, kwargs=kwargs: cls(**kwargs), expect)
 

@@ -16,6 +16,7 @@ def register(subparsers) -> None:
     )
     parser.add_argument("model_dir", metavar="MODEL_DIR", help="saved model folder (config.json + weights)")
     parser.add_argument("-o", "--output", metavar="PNG", help="output file (default: MODEL_DIR/agf_coefficients.png)")
+    # the bound is the model's MAX_CURVE_DISTANCE (not imported here: the parsers load without torch)
     parser.add_argument(
         "--max-distance", type=bounded_int(1, 100_000), default=64, help="largest |δ| drawn (default: %(default)s)"
     )

@@ -427,7 +427,9 @@ class AgfConfig(PreTrainedConfig):
             )
         for name in ("pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_id"):
             value = getattr(self, name, None)
-            if value is not None and not (isinstance(value, int) and 0 <= value < self.vocab_size):
+            if value is not None and not (
+                isinstance(value, int) and not isinstance(value, bool) and 0 <= value < self.vocab_size
+            ):
                 raise ValueError(f"`{name}` must be None or an id in [0, vocab_size={self.vocab_size}), got {value!r}")
         if self.position_encoding not in POSITION_ENCODINGS:
             raise ValueError(

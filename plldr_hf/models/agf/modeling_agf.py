@@ -103,13 +103,21 @@ def merge_cache_kwargs(cache: Cache | None, past_key_values: Cache | None, owner
                 FutureWarning,
                 stacklevel=3,
             )
-    return cache if cache is not None else past_key_values
+    given = cache if cache is not None else past_key_values
+    if isinstance(given, tuple | list):
+        raise ValueError(
+            f"{owner}: the cache must be a transformers Cache object (e.g. DynamicCache, EncoderDecoderCache, "
+            "as generate() returns it), got a tuple; transformers 5 has no tuple caches"
+        )
+    return given
 
 
-def check_inputs(owner: str, input_ids, inputs_embeds, attention_mask, vocab_size: int, past_length: int = 0) -> None:
-    """Clear errors for inputs that would fail deep inside or silently: inputs of the wrong rank or dtype, empty
-    inputs, token ids outside the vocabulary, an attention mask of the wrong shape. Ids are checked here only when
-    no cache is filled yet (the decode steps feed back the model's own predictions; a check there would cost a
+def check_inputs(
+    owner: str, input_ids, inputs_embeds, attention_mask, vocab_size: int, past_length: int = 0, hidden_size=None
+) -> None:
+    """Clear errors for inputs that would fail deep inside or silently: inputs of the wrong rank, width or dtype,
+    empty inputs, token ids outside the vocabulary, an attention mask of the wrong shape. Ids are checked here only
+    when no cache is filled yet (the decode steps feed back the model's own predictions; a check there would cost a
     device sync per token): a decode step's ids are checked by `embed_ids` only when the lookup fails."""
     if torch.compiler.is_compiling():
         return
@@ -118,10 +126,13 @@ def check_inputs(owner: str, input_ids, inputs_embeds, attention_mask, vocab_siz
             f"{owner}: `input_ids` must be integer token ids of shape (batch, length), got {input_ids.dtype} of "
             f"shape {tuple(input_ids.shape)}; pass a batch of 1-D sequences (a single sequence as ids[None])"
         )
-    if input_ids is None and inputs_embeds is not None and inputs_embeds.dim() != 3:
-        raise ValueError(
-            f"{owner}: `inputs_embeds` must have shape (batch, length, hidden), got {tuple(inputs_embeds.shape)}"
-        )
+    if input_ids is None and inputs_embeds is not None:
+        width = inputs_embeds.shape[-1] if inputs_embeds.dim() else None
+        if inputs_embeds.dim() != 3 or hidden_size not in (None, width) or not inputs_embeds.is_floating_point():
+            raise ValueError(
+                f"{owner}: `inputs_embeds` must be floats of shape (batch, length, {hidden_size or 'hidden'}), got "
+                f"{inputs_embeds.dtype} of shape {tuple(inputs_embeds.shape)}"
+            )
     shape = tuple((input_ids if input_ids is not None else inputs_embeds).shape)
     if len(shape) < 2 or 0 in shape[:2]:
         raise ValueError(f"{owner}: empty input of shape {shape}; pass at least one token per row, as (batch, length)")
@@ -145,6 +156,37 @@ def check_inputs(owner: str, input_ids, inputs_embeds, attention_mask, vocab_siz
                 f"{owner}: `attention_mask` of shape {tuple(attention_mask.shape)}, expected {expected} "
                 f"(batch, cached {past_length} + new {shape[1]} tokens)"
             )
+
+
+def check_position_ids(owner: str, position_ids: torch.Tensor, batch: int, length: int) -> None:
+    """Explicit position ids: integers of shape (batch, length) or (1, length) for the call's new tokens, none
+    negative (a negative position would read a RoPE table from its end, or shift every relative distance)."""
+    if torch.compiler.is_compiling():
+        return
+    shape = tuple(position_ids.shape)
+    if position_ids.is_floating_point() or len(shape) != 2 or shape[0] not in (1, batch) or shape[1] != length:
+        expected = f"(1, {length})" if batch == 1 else f"({batch}, {length}) or (1, {length})"
+        raise ValueError(
+            f"{owner}: `position_ids` must be integers of shape {expected}, one per new token, got "
+            f"{position_ids.dtype} of shape {shape}"
+        )
+    if (low := int(position_ids.min())) < 0:
+        raise ValueError(f"{owner}: `position_ids` must be >= 0 (a token's index in its sequence), got {low}")
+
+
+def check_label_ids(owner: str, name: str, labels: torch.Tensor, vocab_size: int) -> None:
+    """Labels are integer token ids in [0, vocab) or -100 (ignored by the loss): a label outside the vocabulary
+    would be an index error inside the cross-entropy (a device assert on CUDA)."""
+    if labels.is_floating_point() or labels.dtype == torch.bool:
+        raise ValueError(f"{owner}: `{name}` must be integer token ids (-100 where ignored), got {labels.dtype}")
+    if torch.compiler.is_compiling() or labels.numel() == 0:
+        return
+    low, high = (int(v) for v in torch.aminmax(labels.masked_fill(labels == -100, 0)))  # one device sync
+    if low < 0 or high >= vocab_size:
+        raise ValueError(
+            f"{owner}: `{name}` holds token id {high if high >= vocab_size else low}, outside the vocabulary "
+            f"[0, {vocab_size}); use -100 for positions the loss ignores"
+        )
 
 
 def embed_ids(embedding: nn.Module, input_ids: torch.Tensor, owner: str, vocab_size: int) -> torch.Tensor:
@@ -621,6 +663,10 @@ class AgfDecoderLayer(_AgfLayer):
         return self._feed_forward(hidden_states), self_weights, cross_weights
 
 
+# the longest |δ| `coefficient_curves` evaluates: a curve is 2·max_distance + 1 values per head
+MAX_CURVE_DISTANCE = 100_000
+
+
 class AgfPreTrainedModel(PreTrainedModel):
     """Shared base of the AGF classes: config class, capability flags, weight init and `coefficient_curves`."""
 
@@ -688,6 +734,15 @@ class AgfPreTrainedModel(PreTrainedModel):
         future side). LC3 is position-free and not part of the curves. Empty unless `position_encoding="agf"`.
         `initial=True`: the same curves at their initialisation, to show how far training moved them.
         """
+        if (
+            isinstance(max_distance, bool)
+            or not isinstance(max_distance, int)
+            or not 1 <= max_distance <= MAX_CURVE_DISTANCE
+        ):
+            raise ValueError(
+                f"`max_distance` must be an integer in [1, {MAX_CURVE_DISTANCE:,}] (each curve holds 2·max_distance + 1 "
+                f"values per head), got {max_distance!r}"
+            )
         curves = {}
         for name, module in self.named_modules():
             if isinstance(module, AgfPositionCoefficient) and module.has_position_terms:
@@ -781,7 +836,9 @@ class AgfEncoder(_AgfStack):
         return_dict = self.config.return_dict if return_dict is None else return_dict
         if (input_ids is None) == (inputs_embeds is None):
             raise ValueError("pass exactly one of `input_ids` and `inputs_embeds`")
-        check_inputs("AgfEncoder", input_ids, inputs_embeds, attention_mask, self.config.vocab_size)
+        check_inputs(
+            "AgfEncoder", input_ids, inputs_embeds, attention_mask, self.config.vocab_size, 0, self.config.d_model
+        )
         if inputs_embeds is None:
             inputs_embeds = embed_ids(self.embed_tokens, input_ids, "AgfEncoder", self.config.vocab_size)
         batch, length = inputs_embeds.shape[:2]
@@ -868,11 +925,28 @@ class AgfDecoder(_AgfStack):
         if (input_ids is None) == (inputs_embeds is None):
             raise ValueError("pass exactly one of decoder `input_ids` and `inputs_embeds`")
         given_past = cache.get_seq_length() if use_cache and cache is not None else 0
-        check_inputs("AgfDecoder", input_ids, inputs_embeds, attention_mask, self.config.vocab_size, given_past)
+        check_inputs(
+            "AgfDecoder",
+            input_ids,
+            inputs_embeds,
+            attention_mask,
+            self.config.vocab_size,
+            given_past,
+            self.config.d_model,
+        )
         if inputs_embeds is None:
             inputs_embeds = embed_ids(self.embed_tokens, input_ids, "AgfDecoder", self.config.vocab_size)
         batch, q_len = inputs_embeds.shape[:2]
         device = inputs_embeds.device
+        if position_ids is not None:
+            check_position_ids("AgfDecoder", position_ids, batch, q_len)
+        if encoder_hidden_states is not None and (
+            encoder_hidden_states.dim() != 3 or encoder_hidden_states.shape[::2] != (batch, self.config.d_model)
+        ):
+            raise ValueError(
+                f"AgfDecoder: the encoder output (`encoder_outputs` / `encoder_hidden_states`) must have shape "
+                f"({batch}, source length, {self.config.d_model}), got {tuple(encoder_hidden_states.shape)}"
+            )
 
         if use_cache and cache is None:
             cache = EncoderDecoderCache(DynamicCache(config=self.config), DynamicCache(config=self.config))
@@ -1157,6 +1231,13 @@ class AgfForConditionalGeneration(AgfPreTrainedModel, GenerationMixin):
                     f"{type(self).__name__}: `labels` of shape {tuple(labels.shape)} for a batch of "
                     f"{source.shape[0] if source is not None else '?'} source rows; pass one (batch, target_length) "
                     "row of target ids per source row"
+                )
+            check_label_ids(type(self).__name__, "labels", labels, self.config.vocab_size)
+            target = decoder_input_ids if decoder_input_ids is not None else decoder_inputs_embeds
+            if target is not None and tuple(labels.shape) != tuple(target.shape[:2]):
+                raise ValueError(
+                    f"{type(self).__name__}: `labels` of shape {tuple(labels.shape)} for decoder inputs of shape "
+                    f"{tuple(target.shape[:2])}; one label per decoder position (or pass labels alone)"
                 )
             if decoder_input_ids is None and decoder_inputs_embeds is None:
                 decoder_input_ids = self.prepare_decoder_input_ids_from_labels(labels)

@@ -17,11 +17,12 @@ torch, transformers and its siblings.
 """
 
 import copy
+import numbers
 from dataclasses import asdict, dataclass
 
 import torch
 
-from .configuration_pldrllm import PldrllmConfig
+from .configuration_pldrllm import PldrllmConfig, check_field
 from .plga import PlgaState
 
 
@@ -60,12 +61,25 @@ def calibration_ids(config: PldrllmConfig, calibration, tokenizer=None, owner: s
         texts = [calibration] if isinstance(calibration, str) else list(calibration)
         sequences = [tokenizer(text, add_special_tokens=False)["input_ids"] for text in texts]
     elif isinstance(calibration, torch.Tensor):
-        if calibration.dim() != 2:
-            raise ValueError(f"{owner}: calibration ids must be 2D (N, S), got shape {tuple(calibration.shape)}")
+        if calibration.dim() != 2 or calibration.is_floating_point() or calibration.dtype == torch.bool:
+            raise ValueError(
+                f"{owner}: calibration ids must be an integer tensor of shape (N, S), got {calibration.dtype} of "
+                f"shape {tuple(calibration.shape)}"
+            )
         sequences = calibration.tolist()
     else:
-        sequences = [list(ids) for ids in calibration]
-    return [list(seq) for seq in sequences if len(seq) > 0]
+        try:
+            sequences = [list(ids) for ids in calibration]
+        except TypeError:
+            sequences = None
+        if sequences is None or not all(
+            isinstance(i, numbers.Integral) and not isinstance(i, bool) for seq in sequences for i in seq
+        ):
+            raise ValueError(
+                f"{owner}: calibration must be texts (with a tokenizer), a 2-D tensor of token ids or lists of token "
+                f"ids, got {type(calibration).__name__}"
+            )
+    return [[int(i) for i in seq] for seq in sequences if len(seq) > 0]
 
 
 def order_parameter_soc(samples: torch.Tensor, reference: torch.Tensor) -> float:
@@ -229,6 +243,7 @@ def collapse_model(model, calibration=None, tolerance: float = 1e-3, force: bool
     """`PldrllmForCausalLM.collapse()`: measure on the calibration inputs, refuse with the numbers unless G_LM is
     invariant (or `force`), freeze the first input's state in `model.decoder` and compare the logits."""
     cfg = model.config
+    check_field("collapse(): ", "tolerance", tolerance, "number", low=0.0)
     if cfg.custom_G_type is not None:
         raise ValueError(f"collapse(): this model already has a fixed G (custom_G_type={cfg.custom_G_type!r})")
     if cfg.collapsed:

@@ -412,10 +412,15 @@ class PldrllmConfig(PreTrainedConfig):
             )
         for name in ("pad_token_id", "bos_token_id", "eos_token_id"):
             value = getattr(self, name)
-            ids = value if isinstance(value, (list, tuple)) else [value]
-            if value is not None and not all(isinstance(i, int) and 0 <= i < self.vocab_size for i in ids):
+            # only generation's stop ids may be a list; a pad or start id is one token (a bool is not an id)
+            ids = value if name == "eos_token_id" and isinstance(value, (list, tuple)) else [value]
+            if value is not None and not all(
+                isinstance(i, int) and not isinstance(i, bool) and 0 <= i < self.vocab_size for i in ids
+            ):
+                kind = "an id or a list of ids" if name == "eos_token_id" else "an id"
                 raise ValueError(
-                    f"PldrllmConfig: `{name}` must be None or an id in [0, vocab_size={self.vocab_size}), got {value!r}"
+                    f"PldrllmConfig: `{name}` must be None or {kind} in [0, vocab_size={self.vocab_size}), "
+                    f"got {value!r}"
                 )
         if self.dag_loss_form not in DAG_LOSS_FORMS:
             raise ValueError(

@@ -70,6 +70,7 @@ from plldr_hf.models.pldrllm.collapse import (
     order_parameter_by_layer,
     order_parameter_rms,
 )
+from plldr_hf.models.pldrllm.configuration_pldrllm import check_field
 from plldr_hf.models.pldrllm.dag import dag_loss
 
 
@@ -376,8 +377,8 @@ def diagnose(model, inputs=None, tokenizer=None, new_tokens: int = 16, rtol: flo
     config = model.config
     if getattr(config, "model_type", None) != "pldrllm":
         raise ValueError(f"diagnose(): expected a PLDR-LLM model (model_type 'pldrllm'), got {config.model_type!r}")
-    if new_tokens < 1:
-        raise ValueError(f"diagnose(): new_tokens must be at least 1, got {new_tokens}")
+    check_field("diagnose(): ", "new_tokens", new_tokens, "int", low=1)
+    check_field("diagnose(): ", "rtol", rtol, "number", low=0.0)
     max_len = config.max_position_embeddings - new_tokens
     if max_len < 1:
         raise ValueError(

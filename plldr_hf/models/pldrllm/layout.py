@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import torch
 
 from .configuration_pldrllm import PldrllmConfig
+from .inputs import check_position_ids
 from .plga import PlgaCall, packed_segment_ids
 
 
@@ -74,6 +75,8 @@ def call_layout(
     tracked = not config.reference_padding
     if position_ids is not None and position_ids.dim() == 1:
         position_ids = position_ids[None]
+    if position_ids is not None:
+        check_position_ids("PldrllmModel", position_ids, batch, seq_len)
 
     segment_ids, num_segments = None, 1
     # packing is read off the positions before anything else: a packed row has no padding, so its pad ids are text.
@@ -100,10 +103,16 @@ def call_layout(
         # the longest position decides (a packed row may be longer than any of its sequences)
         longest = int(position_ids.max()) + 1 if position_ids is not None else past_len + seq_len
         if longest > config.max_position_embeddings:
+            # a decode step past the table: generation ran out of positions, not the prompt
+            fix = (
+                "lower max_new_tokens (or max_length) so that prompt + new tokens fit"
+                if past_len
+                else "truncate the input"
+            )
             raise ValueError(
                 f"PLDR-LLM: sequence length {longest} (cached {past_len} + new {seq_len}) exceeds "
                 f"max_position_embeddings={config.max_position_embeddings}, the length of the reference RoPE table "
-                f"(reference_rope=True); truncate the input"
+                f"(reference_rope=True); {fix}"
             )
     if position_ids is None:
         position_ids = torch.arange(seq_len, device=device)[None] + past_len

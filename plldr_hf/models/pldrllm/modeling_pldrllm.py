@@ -31,6 +31,7 @@ The model is split by concern into sibling files that `save_pretrained` copies w
 | `dag.py`           | the DAG value |ln(tr(e^{M∘M})/d)| and its overflow-safe matrix exponential             |
 | `collapse.py`      | calibration inputs, order parameters and `collapse_model` behind `collapse()`           |
 | `layout.py`        | `call_layout`: one call's positions, mask, packed sequences and `PlgaCall`              |
+| `inputs.py`        | the checks of what a call is given (ids, embeddings, positions, labels, DAG weights)    |
 | `g_cache.py`       | the G-cache layer `PldrllmCacheLayer` (G from the prompt, reused at every decode step)  |
 | `outputs.py`       | the output records (stock fields plus the PLGA tensors and the DAG terms)              |
 | `tensor_parallel.py` | `tp_plan="auto"`: the style that gives each rank's attention its heads (`head_slice`)  |
@@ -84,6 +85,7 @@ from .collapse import PldrllmCollapseReport, collapse_model, own_config
 from .configuration_pldrllm import PldrllmConfig, check_buildable
 from .fused_units import fused_units, is_plain
 from .g_cache import PldrllmCacheLayer, install_g_cache_layers
+from .inputs import check_inputs, check_lm_labels, dag_weights_of, embed_ids
 from .layout import call_layout
 from .outputs import (
     PldrllmCausalLMOutput,
@@ -161,66 +163,13 @@ def merge_cache_kwargs(cache: Cache | None, past_key_values: Cache | None, owner
                 FutureWarning,
                 stacklevel=3,
             )
-    return cache if cache is not None else past_key_values
-
-
-# Copied from plldr_hf.models.agf.modeling_agf.check_inputs
-def check_inputs(owner: str, input_ids, inputs_embeds, attention_mask, vocab_size: int, past_length: int = 0) -> None:
-    """Clear errors for inputs that would fail deep inside or silently: inputs of the wrong rank or dtype, empty
-    inputs, token ids outside the vocabulary, an attention mask of the wrong shape. Ids are checked here only when
-    no cache is filled yet (the decode steps feed back the model's own predictions; a check there would cost a
-    device sync per token): a decode step's ids are checked by `embed_ids` only when the lookup fails."""
-    if torch.compiler.is_compiling():
-        return
-    if input_ids is not None and (input_ids.dim() != 2 or input_ids.dtype.is_floating_point or input_ids.is_complex()):
+    given = cache if cache is not None else past_key_values
+    if isinstance(given, tuple | list):
         raise ValueError(
-            f"{owner}: `input_ids` must be integer token ids of shape (batch, length), got {input_ids.dtype} of "
-            f"shape {tuple(input_ids.shape)}; pass a batch of 1-D sequences (a single sequence as ids[None])"
+            f"{owner}: the cache must be a transformers Cache object (e.g. DynamicCache, EncoderDecoderCache, "
+            "as generate() returns it), got a tuple; transformers 5 has no tuple caches"
         )
-    if input_ids is None and inputs_embeds is not None and inputs_embeds.dim() != 3:
-        raise ValueError(
-            f"{owner}: `inputs_embeds` must have shape (batch, length, hidden), got {tuple(inputs_embeds.shape)}"
-        )
-    shape = tuple((input_ids if input_ids is not None else inputs_embeds).shape)
-    if len(shape) < 2 or 0 in shape[:2]:
-        raise ValueError(f"{owner}: empty input of shape {shape}; pass at least one token per row, as (batch, length)")
-    if input_ids is not None and past_length == 0:
-        low, high = (int(v) for v in torch.aminmax(input_ids))  # one pass, one device sync
-        if low < 0 or high >= vocab_size:
-            bad = high if high >= vocab_size else low
-            raise ValueError(
-                f"{owner}: token id {bad} is outside the vocabulary [0, {vocab_size}); was the input made by another "
-                "model's tokenizer?"
-            )
-    if attention_mask is not None and attention_mask.dim() not in (2, 4):
-        raise ValueError(
-            f"{owner}: `attention_mask` of shape {tuple(attention_mask.shape)}: pass (batch, length) with 1 for "
-            "tokens and 0 for padding (or a 4-D (batch, 1, query, key) mask)"
-        )
-    if attention_mask is not None and attention_mask.dim() == 2:
-        expected = (shape[0], past_length + shape[1])
-        if tuple(attention_mask.shape) != expected:
-            raise ValueError(
-                f"{owner}: `attention_mask` of shape {tuple(attention_mask.shape)}, expected {expected} "
-                f"(batch, cached {past_length} + new {shape[1]} tokens)"
-            )
-
-
-# Copied from plldr_hf.models.agf.modeling_agf.embed_ids
-def embed_ids(embedding: nn.Module, input_ids: torch.Tensor, owner: str, vocab_size: int) -> torch.Tensor:
-    """`embedding(input_ids)`; an id outside the vocabulary (a decode step's ids are not checked up front) becomes
-    an error naming it instead of torch's bare `index out of range in self`. The check runs only on that error
-    path, so correct inputs cost no device sync."""
-    try:
-        return embedding(input_ids)
-    except IndexError as error:
-        outside = input_ids[(input_ids < 0) | (input_ids >= vocab_size)]
-        if outside.numel() == 0:
-            raise
-        raise ValueError(
-            f"{owner}: token id {int(outside[0])} is outside the vocabulary [0, {vocab_size}); was the input made by "
-            "another model's tokenizer?"
-        ) from error
+    return given
 
 
 def rope_frequencies(config, head_dim: int, positions: torch.Tensor) -> tuple[torch.Tensor, float]:
@@ -675,7 +624,9 @@ class PldrllmModel(PldrllmPreTrainedModel):
             install_g_cache_layers(past_key_values, cfg.num_hidden_layers)
         # a paged cache (continuous batching) holds many requests; positions and the 4-D mask come with the call
         past_len = past_key_values.get_seq_length() if past_key_values is not None and not paged else 0
-        check_inputs(type(self).__name__, input_ids, inputs_embeds, attention_mask, cfg.vocab_size, past_len)
+        check_inputs(
+            type(self).__name__, input_ids, inputs_embeds, attention_mask, cfg.vocab_size, past_len, cfg.hidden_size
+        )
         if inputs_embeds is None:
             inputs_embeds = embed_ids(self.embedding, input_ids, type(self).__name__, cfg.vocab_size)
         batch, seq_len = inputs_embeds.shape[:2]
@@ -823,14 +774,8 @@ class PldrllmForCausalLM(PldrllmPreTrainedModel, GenerationMixin):
         shift_labels = kwargs.pop("shift_labels", None)
         has_labels = labels is not None or shift_labels is not None
         given = input_ids if input_ids is not None else inputs_embeds
-        for name, value in (("labels", labels), ("shift_labels", shift_labels)):
-            if value is not None and given is not None and tuple(value.shape) != tuple(given.shape[:2]):
-                raise ValueError(
-                    f"{type(self).__name__}: `{name}` of shape {tuple(value.shape)} for inputs of shape "
-                    f"{tuple(given.shape[:2])}; causal-LM labels are the input ids themselves (batch, length), "
-                    "shifted inside the loss"
-                )
-        weights = cfg.dag_weights if dag_weights is None else tuple(float(w) for w in dag_weights)
+        check_lm_labels(type(self).__name__, labels, shift_labels, given, cfg.vocab_size)
+        weights = dag_weights_of(type(self).__name__, dag_weights, cfg.dag_weights)
         # the one decision whether the DAG term enters the loss; the decoder computes the values when asked
         use_dag = has_labels and any(w > 0 for w in weights) and not cfg.has_fixed_G
         outputs = self.decoder(

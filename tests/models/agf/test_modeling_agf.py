@@ -817,6 +817,18 @@ def test_coefficient_curves_cover_every_agf_module():
     assert make_model("t5").coefficient_curves() == {}
 
 
+@pytest.mark.parametrize("max_distance", [10**9, 0, -3, 2.5, True])
+def test_coefficient_curves_refuse_a_distance_they_cannot_draw(max_distance):
+    """10**9 would allocate 2·10**9 values per head; the bound is the one `plldr-hf plot-agf --max-distance` has."""
+    from plldr_hf_cli import build_parser
+
+    with pytest.raises(ValueError, match=r"`max_distance` must be an integer in \[1, 100,000\]"):
+        make_model("agf").coefficient_curves(max_distance)
+    assert agf.MAX_CURVE_DISTANCE == 100_000
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["plot-agf", "m", "--max-distance", str(agf.MAX_CURVE_DISTANCE + 1)])
+
+
 # position data: computed once per stack, names from the one registry, checkpoints unchanged
 
 

@@ -157,7 +157,7 @@ def test_diagnose_rejects_bad_input():
         dg.diagnose(model, ["some text"])
     with pytest.raises(ValueError, match="new_tokens"):
         dg.diagnose(model, new_tokens=0)
-    with pytest.raises(ValueError, match="2D"):
+    with pytest.raises(ValueError, match=r"integer tensor of shape \(N, S\)"):
         dg.diagnose(model, torch.tensor([5, 6, 7]))
 
 

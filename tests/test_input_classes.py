@@ -78,6 +78,34 @@ def test_config_values_of_the_wrong_type_are_named(make, field):
         make()
 
 
+def test_config_values_given_after_construction_are_checked_before_building_or_saving(tmp_path):
+    """`from_pretrained(..., field=value)`, `update()` and assignment set a field without `__init__`'s checks; the
+    model checks the fields again before building a layer, and `save_pretrained` before writing."""
+    from transformers import AutoModelForCausalLM, AutoModelForSeq2SeqLM
+
+    PldrllmForCausalLM(tiny_config()).save_pretrained(tmp_path / "pldr")
+    AgfForConditionalGeneration(tiny_agf_config()).save_pretrained(tmp_path / "agf")
+    with pytest.raises(ValueError, match=r"`num_hidden_layers` must be a positive integer, got 'x'"):
+        AutoModelForCausalLM.from_pretrained(tmp_path / "pldr", num_hidden_layers="x")
+    with pytest.raises(ValueError, match=r"`rope_theta` must be a finite number"):
+        AutoModelForCausalLM.from_pretrained(tmp_path / "pldr", rope_theta=math.nan)
+    with pytest.raises(ValueError, match=r"`dropout` must be < 1.0"):
+        AutoModelForSeq2SeqLM.from_pretrained(tmp_path / "agf", dropout=2.0)
+    config = tiny_agf_config()
+    config.update({"d_model": -4})
+    with pytest.raises(ValueError, match=r"`d_model` must be a positive integer"):
+        AgfForConditionalGeneration(config)
+    config = tiny_config()
+    config.hidden_size = "x"
+    with pytest.raises(ValueError, match=r"`hidden_size` must be a positive integer"):
+        PldrllmForCausalLM(config)
+    config = tiny_config()
+    config.rope_theta = math.nan
+    with pytest.raises(ValueError, match=r"`rope_theta` must be a finite number"):
+        config.save_pretrained(tmp_path / "saved")
+    assert not (tmp_path / "saved" / "config.json").exists()
+
+
 def test_generation_may_stop_at_a_list_of_pldrllm_eos_ids():
     assert PldrllmConfig(eos_token_id=[3, 4]).eos_token_id == [3, 4]
 

@@ -859,6 +859,32 @@ class Probe:
         for case, cls, kwargs, expect in cases:
             self.api(case, lambda cls=cls, kwargs=kwargs: cls(**kwargs), expect)
 
+        # the same values set after construction (`from_pretrained(..., field=value)`, `update()`, assignment skip
+        # `__init__`): building a model from the config must name them
+        from plldr_hf import AgfForConditionalGeneration, PldrllmForCausalLM
+        from tests.utils import tiny_agf_config, tiny_config
+
+        families = (
+            ("PLDR", PldrllmConfig, tiny_config, PldrllmForCausalLM),
+            ("AGF", AgfConfig, tiny_agf_config, AgfForConditionalGeneration),
+        )
+        for family, cls, make, model_class in families:
+            for name, parameter in inspect.signature(cls.__init__).parameters.items():
+                if isinstance(parameter.default, bool):
+                    values = {"'false'": "false"}
+                elif isinstance(parameter.default, int | float):
+                    values = {"'x'": "x", "NaN": math.nan}
+                else:
+                    continue
+                for label, value in values.items():
+
+                    def build(make=make, model_class=model_class, name=name, value=value):
+                        config = make()
+                        setattr(config, name, value)
+                        model_class(config)
+
+                    self.api(f"{family} model from a config whose {name} became {label}", build, name)
+
     def api_files(self) -> None:
         import torch
 

@@ -103,11 +103,15 @@ def _physical_memory() -> int | None:
         return None
 
 
-def check_buildable(config, parameters: int, modules: int) -> None:
-    """Refuse, before building a single layer, a config whose model cannot fit in this machine's memory (its
-    parameters at the config's dtype plus the Python objects of its modules) or has more than `MAX_MODULES` modules;
-    the message gives the estimate. Without it a huge `vocab_size` or layer count ends in an allocator error, a
-    traceback about `ignore_mismatched_sizes`, or a build that never ends."""
+def check_buildable(config) -> None:
+    """Refuse, before building a single layer, a config whose fields are no longer valid (a value given to
+    `from_pretrained(..., field=value)`, `update()` or assigned after construction skips `__init__`'s checks), or
+    whose model cannot fit in this machine's memory (its parameters at the config's dtype plus the Python objects of
+    its modules) or has more than `MAX_MODULES` modules; the message gives the estimate. Without it a huge
+    `vocab_size` or layer count ends in an allocator error, a traceback about `ignore_mismatched_sizes`, or a build
+    that never ends."""
+    config._check_values()
+    parameters, modules = config.estimated_size()
     owner = type(config).__name__
     dtype = str(getattr(config, "dtype", None) or "float32").removeprefix("torch.")
     per_parameter = 2 if dtype in ("float16", "bfloat16", "half") else 8 if dtype in ("float64", "double") else 4
@@ -346,14 +350,10 @@ class AgfConfig(PreTrainedConfig):
         self.decoder_start_token_id = decoder_start_token_id
         self.tie_word_embeddings = tie_word_embeddings
         self.use_cache = use_cache
-        self._validate_agf()
+        self.is_encoder_decoder = is_encoder_decoder
+        self._check_values()
         check_dtype("AgfConfig: ", kwargs)
         kwargs["auto_map"] = {**AUTO_MAP, **(kwargs.get("auto_map") or {})}
-        if is_encoder_decoder is not True:
-            raise ValueError(
-                f"AgfConfig: `is_encoder_decoder` must be true (the AGF translator is an encoder-decoder), got "
-                f"{is_encoder_decoder!r}"
-            )
         # before transformers validates the type's keys, so an unsupported type is named as such
         if rope_type_of("AgfConfig: ", kwargs.get("rope_parameters")) is not None and position_encoding != "rope":
             raise ValueError(
@@ -362,6 +362,14 @@ class AgfConfig(PreTrainedConfig):
             )
         super().__init__(is_encoder_decoder=is_encoder_decoder, **kwargs)
         adopt_rope_parameters("AgfConfig: ", self)
+
+    def validate(self) -> None:
+        """transformers' validation (run by `save_pretrained`) plus this config's own field checks, so a value set
+        after construction is not saved unchecked."""
+        self._check_values()
+        parent = getattr(super(), "validate", None)  # not every transformers version has one
+        if parent is not None:
+            parent()
 
     def estimated_size(self) -> tuple[int, int]:
         """(parameters, modules) of `AgfForConditionalGeneration` from the config alone, without building it: the
@@ -375,8 +383,13 @@ class AgfConfig(PreTrainedConfig):
         modules = 12 + 12 * self.encoder_layers + 18 * self.decoder_layers
         return parameters, modules
 
-    def _validate_agf(self) -> None:
+    def _check_values(self) -> None:
         """Reject illegal combinations here rather than with asserts deep in `forward`."""
+        if self.is_encoder_decoder is not True:
+            raise ValueError(
+                f"AgfConfig: `is_encoder_decoder` must be true (the AGF translator is an encoder-decoder), got "
+                f"{self.is_encoder_decoder!r}"
+            )
         for name in (
             "vocab_size",
             "d_model",

@@ -689,6 +689,12 @@ class AgfPreTrainedModel(PreTrainedModel):
     _supports_sdpa = False
     _supports_flash_attn = False
 
+    def __init__(self, config, *args, **kwargs):
+        # every class checks its config before anything is built from it (PreTrainedModel first derives a
+        # generation config, which compares the token ids)
+        check_buildable(config)
+        super().__init__(config, *args, **kwargs)
+
     @classmethod
     def from_pretrained(cls, pretrained_model_name_or_path, *args, **kwargs):
         """`PreTrainedModel.from_pretrained`; a local folder is remembered by its absolute path
@@ -1053,7 +1059,6 @@ class AgfModel(AgfPreTrainedModel):
     }
 
     def __init__(self, config: AgfConfig):
-        check_buildable(config, *config.estimated_size())  # every head builds this first: before any allocation
         super().__init__(config)
         self.shared = _embedding(config)
         self.encoder = AgfEncoder(config)

@@ -116,11 +116,15 @@ def _physical_memory() -> int | None:
 
 
 # Copied from plldr_hf.models.agf.configuration_agf.check_buildable
-def check_buildable(config, parameters: int, modules: int) -> None:
-    """Refuse, before building a single layer, a config whose model cannot fit in this machine's memory (its
-    parameters at the config's dtype plus the Python objects of its modules) or has more than `MAX_MODULES` modules;
-    the message gives the estimate. Without it a huge `vocab_size` or layer count ends in an allocator error, a
-    traceback about `ignore_mismatched_sizes`, or a build that never ends."""
+def check_buildable(config) -> None:
+    """Refuse, before building a single layer, a config whose fields are no longer valid (a value given to
+    `from_pretrained(..., field=value)`, `update()` or assigned after construction skips `__init__`'s checks), or
+    whose model cannot fit in this machine's memory (its parameters at the config's dtype plus the Python objects of
+    its modules) or has more than `MAX_MODULES` modules; the message gives the estimate. Without it a huge
+    `vocab_size` or layer count ends in an allocator error, a traceback about `ignore_mismatched_sizes`, or a build
+    that never ends."""
+    config._check_values()
+    parameters, modules = config.estimated_size()
     owner = type(config).__name__
     dtype = str(getattr(config, "dtype", None) or "float32").removeprefix("torch.")
     per_parameter = 2 if dtype in ("float16", "bfloat16", "half") else 8 if dtype in ("float64", "double") else 4
@@ -431,6 +435,14 @@ class PldrllmConfig(PreTrainedConfig):
                 f"PldrllmConfig: `collapsed=True` applies to learned-G models; this config already has a fixed G "
                 f"(`custom_G_type={self.custom_G_type!r}`)"
             )
+
+    def validate(self) -> None:
+        """transformers' validation (run by `save_pretrained`) plus this config's own field checks, so a value set
+        after construction is not saved unchecked."""
+        self._check_values()
+        parent = getattr(super(), "validate", None)  # not every transformers version has one
+        if parent is not None:
+            parent()
 
     def estimated_size(self) -> tuple[int, int]:
         """(parameters, modules) of `PldrllmForCausalLM` from the config alone, without building it: embedding, LM

@@ -467,6 +467,12 @@ class PldrllmPreTrainedModel(PreTrainedModel):
     _supports_flex_attn = True
     _supports_attention_backend = True
 
+    def __init__(self, config, *args, **kwargs):
+        # every class checks its config before anything is built from it (PreTrainedModel first derives a
+        # generation config, which compares the token ids)
+        check_buildable(config)
+        super().__init__(config, *args, **kwargs)
+
     @classmethod
     def from_pretrained(cls, pretrained_model_name_or_path, *args, **kwargs):
         """`PreTrainedModel.from_pretrained`; a local folder is remembered by its absolute path
@@ -525,7 +531,6 @@ class PldrllmModel(PldrllmPreTrainedModel):
     """
 
     def __init__(self, config: PldrllmConfig):
-        check_buildable(config, *config.estimated_size())  # every head builds this first: before any allocation
         super().__init__(config)
         self.embedding = nn.Embedding(config.vocab_size, config.hidden_size)
         self.layernorm1 = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)

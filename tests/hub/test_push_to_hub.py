@@ -34,6 +34,7 @@ PLDR_FILES = {
     "dag.py",
     "fused_units.py",
     "g_cache.py",
+    "inputs.py",
     "layout.py",
     "outputs.py",
     "plga.py",

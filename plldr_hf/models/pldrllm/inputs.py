@@ -61,11 +61,12 @@ def check_inputs(
 
 
 # Copied from plldr_hf.models.agf.modeling_agf.check_position_ids
-def check_position_ids(owner: str, position_ids: torch.Tensor, batch: int, length: int) -> None:
+def check_position_ids(owner: str, position_ids: torch.Tensor, batch: int, length: int) -> int | None:
     """Explicit position ids: integers of shape (batch, length) or (1, length) for the call's new tokens, none
-    negative (a negative position would read a RoPE table from its end, or shift every relative distance)."""
+    negative (a negative position would read a RoPE table from its end, or shift every relative distance).
+    Returns the largest position (read in the same device sync as the smallest), or None under torch.compile."""
     if torch.compiler.is_compiling():
-        return
+        return None
     shape = tuple(position_ids.shape)
     if position_ids.is_floating_point() or len(shape) != 2 or shape[0] not in (1, batch) or shape[1] != length:
         expected = f"(1, {length})" if batch == 1 else f"({batch}, {length}) or (1, {length})"
@@ -73,8 +74,10 @@ def check_position_ids(owner: str, position_ids: torch.Tensor, batch: int, lengt
             f"{owner}: `position_ids` must be integers of shape {expected}, one per new token, got "
             f"{position_ids.dtype} of shape {shape}"
         )
-    if (low := int(position_ids.min())) < 0:
+    low, high = (int(v) for v in torch.aminmax(position_ids))  # one pass, one device sync
+    if low < 0:
         raise ValueError(f"{owner}: `position_ids` must be >= 0 (a token's index in its sequence), got {low}")
+    return high
 
 
 # Copied from plldr_hf.models.agf.modeling_agf.check_label_ids

@@ -75,8 +75,8 @@ def call_layout(
     tracked = not config.reference_padding
     if position_ids is not None and position_ids.dim() == 1:
         position_ids = position_ids[None]
-    if position_ids is not None:
-        check_position_ids("PldrllmModel", position_ids, batch, seq_len)
+    # the largest position given, read with the check; None when positions are derived below (or compiling)
+    highest = check_position_ids("PldrllmModel", position_ids, batch, seq_len) if position_ids is not None else None
 
     segment_ids, num_segments = None, 1
     # packing is read off the positions before anything else: a packed row has no padding, so its pad ids are text.
@@ -101,7 +101,10 @@ def call_layout(
     # a StaticCache reports its length as a tensor: the check would be a data-dependent branch under torch.compile
     if config.reference_rope and not compiling:
         # the longest position decides (a packed row may be longer than any of its sequences)
-        longest = int(position_ids.max()) + 1 if position_ids is not None else past_len + seq_len
+        if position_ids is None:
+            longest = past_len + seq_len
+        else:
+            longest = (highest if highest is not None else int(position_ids.max())) + 1
         if longest > config.max_position_embeddings:
             # a decode step past the table: generation ran out of positions, not the prompt
             fix = (

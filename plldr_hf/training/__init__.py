@@ -6,6 +6,7 @@
 - `tokenizers`: SentencePiece tokenizers for both families; `preprocessing`: packing and seq2seq features;
 - `recipes`: model configs of the named sizes and the `TrainingArguments` of each family's recipe;
 - `causal_lm`: the PLDR-LLM pipeline, with `trainer` (`PldrTrainer`), `callbacks` and `checkpoints`;
+- `dag_loss`: `DagLossCallback`, the DAG regulariser for any `Trainer` (TRL's included), and its `DagSchedule`;
 - `run_data`: a run's data (corpus → tokenizer → model inputs) for both families;
 - `seq2seq`: the AGF pipeline; `translation_trainer`: its `Seq2SeqTrainer` and `evaluate_translation`;
 - `distributed`: FSDP2 settings and sharding helpers.
@@ -18,4 +19,13 @@ from plldr_hf.training.options import TrainOptions, TranslationOptions
 from plldr_hf.training.run import RunReport, train
 
 
-__all__ = ["RunReport", "TrainOptions", "TranslationOptions", "train"]
+__all__ = ["DagLossCallback", "RunReport", "TrainOptions", "TranslationOptions", "train"]
+
+
+def __getattr__(name):
+    # torch-importing names load on first use, so the command line reads this package without torch
+    if name == "DagLossCallback":
+        from plldr_hf.training.dag_loss import DagLossCallback
+
+        return DagLossCallback
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

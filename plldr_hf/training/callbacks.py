@@ -1,8 +1,7 @@
 """Trainer callbacks of both families' runs: clipping by value, step timing, a time budget, the order parameters of a
 PLDR-LLM before and after training, and the progress bar (`add_run_callbacks` installs a run's set).
 
-The DAG-weight schedule is not a callback: `PldrTrainer(dag_schedule=DagSchedule(...))` owns it and passes each
-step's weights into the forward calls (`plldr_hf.training.trainer`).
+The DAG term and its schedule are `DagLossCallback` (`plldr_hf.training.dag_loss`), which any Trainer takes.
 """
 
 from __future__ import annotations

@@ -231,7 +231,9 @@ def test_dag_schedule_rejects_model_without_dag_fields(tmp_path):
         )
 
 
-def _tiny_trainer(tmp_path, max_steps=2, callbacks=(), report_to="none", dag_schedule=None, **args_overrides):
+def _tiny_trainer(
+    tmp_path, max_steps=2, callbacks=(), report_to="none", dag_schedule=None, log_dag_losses=False, **args_overrides
+):
     fields = dict(
         max_steps=max_steps,
         per_device_train_batch_size=2,
@@ -255,6 +257,7 @@ def _tiny_trainer(tmp_path, max_steps=2, callbacks=(), report_to="none", dag_sch
         data_collator=default_data_collator,
         callbacks=list(callbacks),
         dag_schedule=dag_schedule,
+        log_dag_losses=log_dag_losses,
     )
 
 
@@ -307,8 +310,7 @@ def test_the_schedule_goes_in_per_call_and_leaves_the_config_alone(tmp_path):
 
 
 def test_trainer_can_monitor_dag_values_without_regularising(tmp_path):
-    trainer = _tiny_trainer(tmp_path)
-    trainer.log_dag_losses = True
+    trainer = _tiny_trainer(tmp_path, log_dag_losses=True)
     trainer.train()
     for entry in (e for e in trainer.state.log_history if "loss" in e):
         assert entry["dag_weight_a_p"] == 0.0 and entry["dag_a_p"] > 0

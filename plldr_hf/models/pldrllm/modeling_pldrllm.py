@@ -101,6 +101,7 @@ from .plga import (
     PlgaCall,
     PlgaState,
     dag_terms,
+    float32_region,
     gram_matrix,
     layer_norm_fp32,
     metric_learner_modules,
@@ -386,12 +387,13 @@ class PldrllmAttention(nn.Module):
         query, key = apply_rope(query, *rope), apply_rope(key, *rope)
 
         projected = None
-        if fixed_g is not None:
-            state = PlgaState.from_fixed_g(fixed_g[..., self.head_slice, :, :])
-        else:
-            state, projected = self._learned_state(query, past_key_values, plga or PlgaCall())
-        if projected is None:
-            projected = torch.matmul(query.float(), state.g_lm.float())  # q' = q_rot·G, (B, H, S, d)
+        with float32_region(query.device.type):
+            if fixed_g is not None:
+                state = PlgaState.from_fixed_g(fixed_g[..., self.head_slice, :, :])
+            else:
+                state, projected = self._learned_state(query, past_key_values, plga or PlgaCall())
+            if projected is None:
+                projected = torch.matmul(query.float(), state.g_lm.float())  # q' = q_rot·G, (B, H, S, d)
         query = projected.to(value.dtype)
 
         if past_key_values is not None:

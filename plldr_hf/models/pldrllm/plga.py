@@ -23,6 +23,7 @@ values and gradients). This file is remote code (copied next to the weights by `
 torch and its sibling `dag.py`.
 """
 
+import contextlib
 import functools
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -57,6 +58,15 @@ def layer_norm_fp32(norm: nn.LayerNorm, x: torch.Tensor) -> torch.Tensor:
     if norm.weight.dtype == torch.float32:
         return norm(x)
     return F.layer_norm(x, norm.normalized_shape, norm.weight.float(), norm.bias.float(), norm.eps)
+
+
+def float32_region(device_type: str):
+    """A context in which autocast (bf16 / fp16 mixed precision) is off, so the PLGA maths stay float32: the Gram
+    matrix, the metric learner (whose fused backward assumes one dtype), the power law and the DAG's matrix
+    exponential. Outside autocast it is a no-op."""
+    if torch.is_autocast_enabled(device_type):
+        return torch.autocast(device_type, enabled=False)
+    return contextlib.nullcontext()
 
 
 def iswiglu(x: torch.Tensor) -> torch.Tensor:

@@ -63,14 +63,16 @@ def register_peft_target_modules(model_type: str, target_modules: tuple[str, ...
                 table.setdefault(model_type, list(target_modules))
 
 
-def expose_in_transformers(*classes) -> None:
+def expose_in_transformers(*classes, module=None) -> None:
     """Make `transformers.<ClassName>` resolve to `classes`, as for in-tree models: tools that look a folder's
     `config.architectures` up by name on the `transformers` module (`transformers serve`) then find this package's
-    models after `import plldr_hf`. A name transformers already has is never replaced."""
-    import transformers
+    models after `import plldr_hf`. A name transformers already has is never replaced. `module`: another object of
+    the `transformers` module than the one in `sys.modules` (a process may hold two; see `plldr_hf_cli.serve_loader`)."""
+    if module is None:
+        import transformers as module
 
     for cls in classes:
         try:
-            getattr(transformers, cls.__name__)
+            getattr(module, cls.__name__)
         except AttributeError:
-            setattr(transformers, cls.__name__, cls)
+            setattr(module, cls.__name__, cls)

@@ -90,12 +90,14 @@ def _main(argv: list[str] | None) -> int:
         return 0 if args.command is None else 2
     from plldr_hf_cli.arguments import fail, non_finite_values, output_file_problem, output_overlaps_input
 
+    # the command as the user typed it (`train pldrllm`), as its own refusals name it
+    command = " ".join(filter(None, (args.command, getattr(args, "family", None))))
     bad = non_finite_values(args, option_names(parser))
     if bad:
-        return fail(args.command, f"{bad[0]}: numbers must be finite (not NaN or infinite)")
+        return fail(command, f"{bad[0]}: numbers must be finite (not NaN or infinite)")
     problem = output_overlaps_input(args) or output_file_problem(args)
     if problem:
-        return fail(args.command, problem)
+        return fail(command, problem)
     wait_threads_passively_when_busy(getattr(args, "threads", None))
     restore = None if args.verbose else quiet_libraries()
     try:

@@ -304,22 +304,40 @@ def fail(command: str, message: str) -> int:
 def load_light_module(name: str):
     """A module of `plldr_hf` that imports only the standard library (run options, the names of the position
     encodings), without running `plldr_hf/__init__.py`, which imports torch: `--help` and usage errors stay fast.
-    The file is loaded by path and registered under its own name, so the package imported later uses this same
-    module (and its classes)."""
-    if name in sys.modules:
-        return sys.modules[name]
-    package = importlib.util.find_spec("plldr_hf")  # finds the package without importing it
-    path = Path(package.submodule_search_locations[0], *name.split(".")[1:]).with_suffix(".py")
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
+    The options module is loaded by its path, the others through its `light_module`; each is registered under its own
+    name, so the package imported later uses the same module (and its classes)."""
+    options = "plldr_hf.training.options"
+    if options not in sys.modules:
+        package = importlib.util.find_spec("plldr_hf")  # finds the package without importing it
+        spec = importlib.util.spec_from_file_location(
+            options, Path(package.submodule_search_locations[0], "training", "options.py")
+        )
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[options] = module
+        spec.loader.exec_module(module)
+    return sys.modules[options].light_module(name)
+
+
+def _read_as(kind: type):
+    """An argparse type that reads a number where it can and hands anything else over as text: the options
+    dataclass checks every value (`plldr_hf.training.options.check_field`), so a mistake reads the same from the
+    command line and from the Python API."""
+
+    def read(text: str):
+        for reader in (kind, float):  # "1.5" for an integer is refused as the number it is
+            try:
+                return reader(text)
+            except ValueError:
+                continue
+        return text
+
+    read.__name__ = kind.__name__
+    return read
 
 
 def _flag_type(annotation: str, meta: dict, module):
-    if "parse" in meta:
-        parse = getattr(module, meta["parse"])
+    if meta.get("parse") == "parse_key_value":
+        parse = module.parse_key_value
 
         def typed(text):
             try:
@@ -328,12 +346,12 @@ def _flag_type(annotation: str, meta: dict, module):
                 raise argparse.ArgumentTypeError(str(err)) from None
 
         return typed
+    if "parse" in meta:
+        return None  # text, parsed by the dataclass
     if annotation.startswith("int"):
-        return {1: positive_int, 0: non_negative_int}.get(meta.get("min"), int)
+        return _read_as(int)
     if annotation.startswith("float"):
-        return {0: positive_float, "non_negative": non_negative_float, "unit": unit_interval_float}.get(
-            meta.get("min"), finite_float
-        )
+        return _read_as(float)
     return None
 
 
@@ -352,13 +370,14 @@ def _default_text(spec) -> str | None:
 
 
 def add_option_flags(parser, options_class) -> None:
-    """One flag per field of an options dataclass (`plldr_hf.training.options`): type, checks, choices and help
-    from the field's metadata, the field's default shown in the help. Flags default to "not given" (absent from the
-    parsed namespace), so `options_from_args` can put them over a preset's values.
+    """One flag per field of an options dataclass (`plldr_hf.training.options`): type, choices and help from the
+    field's metadata, the field's default shown in the help. Flags default to "not given" (absent from the parsed
+    namespace), so `options_from_args` can put them over a preset's values. Values are checked by the dataclass
+    itself, so the command line and the Python API refuse the same things with the same message.
 
     argparse is used directly rather than transformers' `HfArgumentParser`: that one spells flags `--field_name`
-    first, needs a value for `bool | None` fields (`--bf16 true`) and has no value checks (positive integers) or
-    custom parsers (`--dag-weights 0.1,0.1,0.1`), which the commands' users rely on."""
+    first, needs a value for `bool | None` fields (`--bf16 true`) and has no custom parsers
+    (`--dag-weights 0.1,0.1,0.1`), which the commands' users rely on."""
     module = sys.modules[options_class.__module__]
     groups = {}
     for spec in dataclasses.fields(options_class):
@@ -386,10 +405,10 @@ def add_option_flags(parser, options_class) -> None:
             if action == "append":
                 kwargs["action"] = "append"
             kwargs["type"] = _flag_type(annotation, meta, module)
-            if "choices_from" in meta:
-                module_name, _, attribute = meta.pop("choices_from").partition(":")
-                kwargs["choices"] = tuple(getattr(load_light_module(module_name), attribute))
-            for key in ("choices", "metavar", "nargs", "const"):
+            choices = module.choices_of(spec)
+            if choices is not None:
+                kwargs["metavar"] = "{" + ",".join(map(str, choices)) + "}"
+            for key in ("metavar", "nargs", "const"):
                 if key in meta:
                     kwargs[key] = meta[key]
         target.add_argument(flag, **kwargs)

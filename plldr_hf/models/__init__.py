@@ -16,9 +16,11 @@ from plldr_hf.models.pldrllm import __all__ as _pldrllm_names
 FAMILIES: dict[str, ModelFamily] = {f.model_type: f for f in (pldrllm.FAMILY, agf.FAMILY)}
 for _family in FAMILIES.values():
     register_peft_target_modules(_family.model_type, _family.lora_target_modules)
-expose_in_transformers(
-    *(globals()[name] for name in (*_pldrllm_names, *_agf_names) if isinstance(globals()[name], type))
+# the families' classes, as `transformers.<ClassName>` resolves them after `import plldr_hf`
+EXPOSED_CLASSES = tuple(
+    globals()[name] for name in (*_pldrllm_names, *_agf_names) if isinstance(globals()[name], type)
 )
+expose_in_transformers(*EXPOSED_CLASSES)
 
 
 def family(model_type_or_config) -> ModelFamily:

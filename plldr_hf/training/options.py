@@ -31,9 +31,12 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import importlib.util
 import json
 import os
+import sys
 from dataclasses import dataclass, field
+from pathlib import Path
 
 
 __all__ = ["PRESETS", "TrainOptions", "TranslationOptions", "is_wmt17", "parse_dag_weights", "parse_key_value"]
@@ -160,12 +163,133 @@ def _opt(default=None, help: str = "", **meta):
     return field(default=default, metadata={"help": help, **meta})
 
 
+def flag_of(spec) -> str:
+    """The command-line flag of an options field (its `flag` metadata, else `--field-name`): the name every check's
+    message uses, from the command line and the Python API alike."""
+    return spec.metadata.get("flag", "--" + spec.name.replace("_", "-"))
+
+
+def _integer(flag: str, value, low) -> int:
+    kind = {1: "a positive integer", 0: "a non-negative integer"}.get(low, "an integer")
+    if isinstance(value, bool) or not isinstance(value, int) or (low is not None and value < low):
+        raise ValueError(f"{flag}: must be {kind}, got {value!r}")
+    return value
+
+
+def _number(flag: str, value, low) -> float:
+    import math
+
+    kind = {0: "a finite positive number", "non_negative": "a finite non-negative number"}.get(low, "a finite number")
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"{flag}: must be {kind}, got {value!r}")
+    value = float(value)
+    if not math.isfinite(value):
+        raise ValueError(f"{flag} {value}: numbers must be finite (not NaN or infinite)")
+    if (low == 0 and not value > 0) or (low in ("non_negative", "unit") and value < 0):
+        raise ValueError(f"{flag}: must be {kind}, got {value:g}")
+    if low == "unit" and value >= 1:
+        raise ValueError(f"{flag}: must be in [0, 1), got {value:g}")
+    return value
+
+
+def light_module(name: str):
+    """A module of this package that imports only the standard library (the names of the position encodings), by its
+    file and without running `plldr_hf/__init__.py`, which imports torch: the command line's checks stay fast. It is
+    registered under its own name, so the package imported later uses this same module."""
+    if name in sys.modules:
+        return sys.modules[name]
+    path = Path(__file__).resolve().parents[1].joinpath(*name.split(".")[1:]).with_suffix(".py")
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def choices_of(spec) -> tuple | None:
+    """The values a field takes: its `choices`, or the keys named by `choices_from` ("module:attribute")."""
+    meta = spec.metadata
+    if "choices_from" in meta:
+        module_name, _, attribute = meta["choices_from"].partition(":")
+        return tuple(getattr(light_module(module_name), attribute))
+    return meta.get("choices")
+
+
+def check_field(spec, value):
+    """One field's value checked and normalised, or a ValueError naming its flag: the type of the annotation
+    (booleans are not integers), the range of its `min` metadata, its choices; a string where a list of strings is
+    meant becomes a one-item list, an integer where a number is meant a float, text for a `parse` field is parsed.
+    The command line hands its flags over as typed as it could read them, so both refuse the same values with the
+    same message."""
+    flag = flag_of(spec)
+    kind = str(spec.type).replace(" ", "")
+    optional = kind.endswith("|None")
+    kind = kind.removesuffix("|None")
+    if value is None:
+        if optional:
+            return None
+        raise ValueError(f"{flag}: a value is required, got None")
+    parse = spec.metadata.get("parse")
+    if parse and isinstance(value, str):
+        value = globals()[parse](value)
+    elif parse == "parse_key_value" and not isinstance(value, dict):
+        raise ValueError(f"{flag}: must be a mapping of FIELD to value, got {value!r}")
+    low = spec.metadata.get("min")
+    if kind == "int":
+        value = _integer(flag, value, low)
+    elif kind == "float":
+        value = _number(flag, value, low)
+    elif kind == "bool" and not isinstance(value, bool):
+        raise ValueError(f"{flag}: must be true or false, got {value!r}")
+    elif kind == "str":
+        value = os.fspath(value) if isinstance(value, os.PathLike) else value
+        if not isinstance(value, str):
+            raise ValueError(f"{flag}: must be text, got {value!r}")
+    elif kind == "str|bool" and not isinstance(value, (str, bool)):
+        raise ValueError(f"{flag}: must be true, false or a path, got {value!r}")
+    elif kind in ("list[str]", "tuple[str,...]"):
+        value = [value] if isinstance(value, (str, os.PathLike)) else value
+        if isinstance(value, (list, tuple)):
+            value = [os.fspath(item) if isinstance(item, os.PathLike) else item for item in value]
+        if not isinstance(value, (list, tuple)) or not all(isinstance(item, str) and item for item in value):
+            raise ValueError(f"{flag}: must be a list of names or paths, got {value!r}")
+        value = list(value) if kind == "list[str]" else tuple(value)
+    elif kind.startswith("tuple[float"):
+        numbers = isinstance(value, (list, tuple)) and all(
+            isinstance(w, (int, float)) and not isinstance(w, bool) for w in value
+        )
+        if not numbers:
+            raise ValueError(f"{flag}: must be three non-negative numbers a,p,g, got {value!r}")
+        value = parse_dag_weights(",".join(map(str, value)))
+    elif kind == "dict":
+        import math
+
+        for key, item in value.items():
+            if isinstance(item, float) and not math.isfinite(item):
+                raise ValueError(f"{flag} {key}={item}: numbers must be finite (not NaN or infinite)")
+        value = dict(value)
+    choices = choices_of(spec)
+    if choices is not None and value not in choices:
+        raise ValueError(f"{flag}: must be one of {', '.join(map(str, choices))}, got {value!r}")
+    return value
+
+
 class _Preset:
-    """`from_name` for an options dataclass whose class attribute `FAMILY` names its `PRESETS` entry, the checks
-    every numeric field gets (from the command line and the Python API alike), and resolution done once: `resolved()`
-    returns a checked copy with the size-dependent defaults filled in, and a resolved copy resolves to itself."""
+    """What both options dataclasses share: every field checked when the options are made (`check_field`, from the
+    command line and the Python API alike, then the family's `check_combination`), `from_name`, and resolution done
+    once: `resolved()` returns a checked copy with the size-dependent defaults filled in, and a resolved copy resolves
+    to itself."""
 
     FAMILY: str
+
+    def __post_init__(self):
+        self.check()
+
+    def check(self) -> None:
+        """Every field's value (normalised in place), then the settings that contradict each other."""
+        for spec in dataclasses.fields(self):
+            object.__setattr__(self, spec.name, check_field(spec, getattr(self, spec.name)))
+        self.check_combination()
 
     @property
     def is_resolved(self) -> bool:
@@ -176,37 +300,12 @@ class _Preset:
         resolved: a run resolves its options once, wherever that happens first)."""
         if self.is_resolved:
             return self
+        self.check()  # values assigned after construction too
         out = self._resolve()
         out.__dict__["_resolved"] = True
         return out
 
-    def check_numbers(self) -> None:
-        """Every number finite, and within the range its field's `min` metadata gives (module docstring); values
-        inside `--set` / `--trainer-arg` dicts finite too."""
-        import math
-
-        for spec in dataclasses.fields(self):
-            value = getattr(self, spec.name)
-            flag = "--" + spec.name.replace("_", "-")
-            values = value.items() if isinstance(value, dict) else [(None, value)]
-            for key, item in values:
-                if isinstance(item, float) and not math.isfinite(item):
-                    where = f"{flag} {key}=" if key else f"{flag} "
-                    raise ValueError(f"{where}{item}: numbers must be finite (not NaN or infinite)")
-            low = spec.metadata.get("min")
-            if value is None or isinstance(value, (bool, dict, list, tuple, str)) or low is None:
-                continue
-            if isinstance(value, int) and not isinstance(low, str) and value < low:
-                raise ValueError(f"{flag} must be at least {low}, got {value}")
-            if isinstance(value, float):
-                if low == 0 and not value > 0:
-                    raise ValueError(f"{flag} must be a positive number, got {value}")
-                if low in ("non_negative", "unit") and value < 0:
-                    raise ValueError(f"{flag} must be a non-negative number, got {value}")
-                if low == "unit" and value >= 1:
-                    raise ValueError(f"{flag} must be in [0, 1), got {value}")
-
-    def check_start(self) -> None:
+    def check_combination(self) -> None:
         """`init_from` brings its own tokenizer, and LoRA adapts an existing model only."""
         if self.init_from and self.tokenizer:
             raise ValueError(
@@ -315,17 +414,20 @@ class TrainOptions(_Preset):
         "document keeps its own Gram matrix and attention (default: fixed packed blocks)",
     )
 
-    def _resolve(self) -> TrainOptions:
-        """Fills the recipe options left unset (None) from the size's run settings (`SIZE_RECIPE`: block, batch,
-        vocabulary, learning rate, steps; 100 steps where the size sets none) and checks the values. The other run
-        settings of a preset (the smoke run's data limits) apply through `from_name` / `--tiny` only."""
-        sizes = PRESETS["pldrllm"]
-        if self.size not in sizes:
-            raise ValueError(f"unknown size {self.size!r}; choose one of {sorted(sizes)}")
+    def check_combination(self) -> None:
+        super().check_combination()
         if self.architecture not in ("pldrllm", "llama"):
             raise ValueError(f"architecture must be 'pldrllm' or 'llama', got {self.architecture!r}")
-        self.check_numbers()
-        preset = sizes[self.size]["run"]
+        if self.architecture == "llama" and any(self.dag_weights):
+            raise ValueError("DAG weights apply to PLDR-LLM only; the llama baseline has no deductive outputs")
+        if self.init_from and self.architecture != "pldrllm":
+            raise ValueError("--init-from starts from a saved PLDR-LLM; the llama baseline trains from scratch only")
+
+    def _resolve(self) -> TrainOptions:
+        """Fills the recipe options left unset (None) from the size's run settings (`SIZE_RECIPE`: block, batch,
+        vocabulary, learning rate, steps; 100 steps where the size sets none). The other run settings of a preset
+        (the smoke run's data limits) apply through `from_name` / `--tiny` only."""
+        preset = PRESETS["pldrllm"][self.size]["run"]
         out = copy.copy(self)
         for name in SIZE_RECIPE:
             if getattr(out, name) is None and name in preset:
@@ -334,14 +436,6 @@ class TrainOptions(_Preset):
             out.max_steps = 100
         out.report_to = [r for r in self.report_to if r != "none"]
         out.dataset = list(self.dataset)
-        out.dag_weights = tuple(float(w) for w in self.dag_weights)
-        if len(out.dag_weights) != 3 or any(not w >= 0 for w in out.dag_weights):
-            raise ValueError(f"dag_weights are three non-negative numbers (A_LM, A_P, G_LM), got {self.dag_weights}")
-        if out.architecture == "llama" and any(out.dag_weights):
-            raise ValueError("DAG weights apply to PLDR-LLM only; the llama baseline has no deductive outputs")
-        if out.init_from and out.architecture != "pldrllm":
-            raise ValueError("--init-from starts from a saved PLDR-LLM; the llama baseline trains from scratch only")
-        out.check_start()
         return out
 
 
@@ -472,20 +566,19 @@ class TranslationOptions(_Preset):
     def is_wmt17(self) -> bool:
         return is_wmt17(self.dataset)
 
+    def check_combination(self) -> None:
+        super().check_combination()
+        if self.wmt17_dir is not None and not self.is_wmt17:
+            raise ValueError("--wmt17-dir needs --dataset wmt17")
+
     def _resolve(self) -> TranslationOptions:
-        """The output folder filled in, and the values checked."""
-        if self.size not in PRESETS["agf"]:
-            raise ValueError(f"unknown size {self.size!r}; choose one of {sorted(PRESETS['agf'])}")
-        self.check_numbers()
+        """The output folder filled in, and the WMT17 copy checked."""
         out = copy.copy(self)
         out.dataset = list(self.dataset)
         out.model_overrides = dict(self.model_overrides)
         out.trainer_args = dict(self.trainer_args)
         if out.output_dir is None:
             out.output_dir = f"runs/agf-{self.position_encoding}{'-pcmv' if self.pcmv else ''}"
-        if out.wmt17_dir is not None and not out.is_wmt17:
-            raise ValueError("--wmt17-dir needs --dataset wmt17")
         if out.wmt17_dir is not None and not os.path.isdir(out.wmt17_dir):
             raise ValueError(f"--wmt17-dir: {out.wmt17_dir} is not a folder; give the local copy of wmt/wmt17")
-        out.check_start()
         return out

@@ -159,6 +159,12 @@ def train(options, *, tokenizer=None, callbacks: Sequence = ()) -> RunReport:
         scores (only the main process evaluates and writes).
     """
     from plldr_hf.models import FAMILIES
+    from plldr_hf.training.options import TrainOptions, TranslationOptions
 
+    if not isinstance(options, (TrainOptions, TranslationOptions)):
+        raise TypeError(
+            f"train() takes TrainOptions (PLDR-LLM) or TranslationOptions (AGF), got {type(options).__name__}; "
+            "build them from a dict with TrainOptions(**settings) or TrainOptions.from_name('tiny', **settings)"
+        )
     options = options.resolved()
     return FAMILIES[options.FAMILY].train(options, tokenizer=tokenizer, callbacks=tuple(callbacks))

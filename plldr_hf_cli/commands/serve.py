@@ -53,12 +53,25 @@ def run(args) -> int:
     from transformers.cli.transformers import main as transformers_main
 
     answer_request_errors_as_client_errors()
+    use_package_model_loader()
 
     sys.argv = ["transformers", "serve", *args.serve_args]
     try:
         return transformers_main() or 0
     finally:
         stop_generation_threads()
+
+
+def use_package_model_loader() -> None:
+    """From transformers 5.25 each model loads in a spawned process, which must import plldr_hf too
+    (`plldr_hf_cli.serve_loader`); earlier releases load in this process and have no such loader class."""
+    try:
+        from transformers.cli.serving.model_manager import ModelLoader  # noqa: F401
+    except ImportError:
+        return
+    from plldr_hf_cli import serve_loader
+
+    serve_loader.install()
 
 
 def answer_request_errors_as_client_errors() -> None:

@@ -1,6 +1,7 @@
 """The command line as a user meets it: fast help, one-line errors with exit status 2, no half-made folders."""
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -60,8 +61,66 @@ def test_train_flags_come_from_the_options_dataclasses(capsys):
     options = options_from(args)
     assert (options.max_steps, options.max_train_documents, options.size) == (7, 2000, "tiny")
     assert parser.parse_args(["train", "pldrllm", "--size", "mini"]).size in PRESETS["pldrllm"]
-    with pytest.raises(SystemExit):
-        parser.parse_args(["train", "pldrllm", "--size", "huge"])
+    with pytest.raises(ValueError, match="--size: must be one of tiny, mini, small, 110m, got 'huge'"):
+        options_from(parser.parse_args(["train", "pldrllm", "--size", "huge"]))
+
+
+# the same mistakes through the command line and the Python API: (family, flags, field values)
+SAME_MISTAKES = [
+    ("pldrllm", ["--max-steps", "0"], {"max_steps": 0}),
+    ("pldrllm", ["--max-steps", "eight"], {"max_steps": "eight"}),
+    ("pldrllm", ["--batch-size", "-1"], {"batch_size": -1}),
+    ("pldrllm", ["--learning-rate", "-0.1"], {"learning_rate": -0.1}),
+    ("pldrllm", ["--learning-rate", "nan"], {"learning_rate": float("nan")}),
+    ("pldrllm", ["--warmup-steps", "1.5"], {"warmup_steps": 1.5}),
+    ("pldrllm", ["--size", "huge"], {"size": "huge"}),
+    ("pldrllm", ["--clip-by", "max"], {"clip_by": "max"}),
+    ("pldrllm", ["--dag-weights", "0.1,0.1"], {"dag_weights": "0.1,0.1"}),
+    ("pldrllm", ["--dag-weights", "-1"], {"dag_weights": "-1"}),
+    ("pldrllm", ["--lora-r", "4"], {"lora_r": 4}),
+    ("pldrllm", ["--init-from", "m", "--tokenizer", "t"], {"init_from": "m", "tokenizer": "t"}),
+    ("agf", ["--label-smoothing", "1"], {"label_smoothing": 1.0}),
+    ("agf", ["--epochs", "0"], {"epochs": 0.0}),
+    ("agf", ["--position", "nope"], {"position_encoding": "nope"}),
+    ("agf", ["--wmt17-dir", "d"], {"wmt17_dir": "d"}),
+    ("agf", ["--set", "dropout=Infinity"], {"model_overrides": {"dropout": float("inf")}}),
+]
+
+
+@pytest.mark.parametrize("family, flags, values", SAME_MISTAKES)
+def test_the_python_api_and_the_command_line_refuse_alike(family, flags, values, capsys, tmp_path):
+    from plldr_hf.training.options import TrainOptions, TranslationOptions
+
+    options_class = TrainOptions if family == "pldrllm" else TranslationOptions
+    with pytest.raises(ValueError) as refused:
+        options_class(**values)
+    assert main(["train", family, *flags, "--output-dir", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == f"plldr-hf train {family}: error: {refused.value}"
+    assert not (tmp_path / "out").exists()
+
+
+def test_the_python_api_refuses_values_the_command_line_cannot_give():
+    from plldr_hf.training import TrainOptions, train
+
+    for values, message in (
+        ({"max_steps": True}, "--max-steps: must be a positive integer, got True"),
+        ({"no_progress": 1}, "--no-progress: must be true or false, got 1"),
+        ({"dataset": [3]}, "--dataset: must be a list of names or paths"),
+        ({"dag_weights": (0.1, True, 0.1)}, "--dag-weights: must be three non-negative numbers"),
+        ({"seed": None}, "--seed: a value is required, got None"),
+    ):
+        with pytest.raises(ValueError, match=re.escape(message)):
+            TrainOptions(**values)
+    # a string where a list is meant is one item, as on the command line
+    assert TrainOptions(dataset="file.txt", report_to="none").dataset == ["file.txt"]
+    assert TrainOptions(report_to="none").resolved().report_to == []
+    options = TrainOptions()
+    options.max_steps = 0  # assigned after construction: checked when the run resolves it
+    with pytest.raises(ValueError, match="--max-steps: must be a positive integer, got 0"):
+        options.resolved()
+    with pytest.raises(TypeError, match=r"train\(\) takes TrainOptions .* got dict"):
+        train({"max_steps": 3})
 
 
 @pytest.mark.parametrize("command", [["train", "pldrllm"], ["train", "agf"], ["evaluate"], ["collapse"], ["convert"]])

@@ -29,7 +29,8 @@ class HeadsParallel(TensorParallelLayer or object):
     """For a PLGA attention module whose `wq`, `wk`, `wv` are `colwise`: rank r of T holds heads
     [r·H/T, (r+1)·H/T) and reads those of its whole per-head tensors (`module.head_slice`)."""
 
-    def install_forward(self, module: torch.nn.Module, mesh) -> torch.nn.Module:
+    def install_forward(self, module: torch.nn.Module, mesh, **kwargs) -> torch.nn.Module:
+        # transformers 5.25 also passes config= and mesh_manager=, which heads need not read
         ranks, rank = mesh.size(), mesh.get_local_rank()
         if module.num_heads % ranks:
             raise ValueError(

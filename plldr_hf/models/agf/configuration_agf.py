@@ -46,10 +46,25 @@ def check_field(owner: str, name: str, value, kind: str, low=None, high=None, op
 
 # `rope_parameters` types the model computes (transformers' RoPE initialisation functions; "default" is plain RoPE)
 ROPE_TYPES = ("default", "linear", "dynamic", "yarn", "llama3")
+# the keys those types read (transformers' `modeling_rope_utils`), and the ones each type needs
+ROPE_KEYS = (
+    "rope_type", "type", "rope_theta", "factor", "partial_rotary_factor", "original_max_position_embeddings",
+    "attention_factor", "beta_fast", "beta_slow", "mscale", "mscale_all_dim", "truncate", "low_freq_factor",
+    "high_freq_factor",
+)  # fmt: skip
+ROPE_REQUIRED = {
+    "default": (),
+    "linear": ("factor",),
+    "dynamic": ("factor",),
+    "yarn": ("factor",),
+    "llama3": ("factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"),
+}
 
 
 def rope_type_of(owner: str, params) -> str | None:
-    """The type of a `rope_parameters` dict (None without one), refused unless the model computes it."""
+    """The type of a `rope_parameters` dict (None without one), refused unless the model computes it; its keys and
+    numbers are checked when the config is built (a misspelled key, a missing `factor` or a NaN factor would
+    otherwise surface as a KeyError or as non-finite scores later)."""
     if not params:
         return None
     if not isinstance(params, dict):
@@ -59,7 +74,25 @@ def rope_type_of(owner: str, params) -> str | None:
         raise ValueError(
             f"{owner}rope_parameters rope_type={rope_type!r} is not supported; choose one of {ROPE_TYPES}"
         )
+    unknown = sorted(set(params) - set(ROPE_KEYS))
+    if unknown:
+        raise ValueError(
+            f"{owner}rope_parameters has unknown key(s) {unknown}; the keys of RoPE types are {sorted(ROPE_KEYS)}"
+        )
+    missing = [key for key in ROPE_REQUIRED[rope_type] if params.get(key) is None]
+    if missing:
+        raise ValueError(f"{owner}rope_parameters of rope_type={rope_type!r} needs {missing}")
+    for key, value in params.items():
+        if key in ("rope_type", "type") or value is None:
+            continue
+        kind = "bool" if key == "truncate" else "int" if key == "original_max_position_embeddings" else "number"
+        low = None if key in ("truncate", "mscale", "mscale_all_dim") else 0.0
+        check_field(f"{owner}rope_parameters ", key, value, kind, low=low, open_low=True)
     return rope_type
+
+
+# the `rope_theta` default, which a `rope_parameters` base may replace
+DEFAULT_ROPE_THETA = 10000.0
 
 
 def adopt_rope_parameters(owner: str, config) -> None:
@@ -69,8 +102,14 @@ def adopt_rope_parameters(owner: str, config) -> None:
     if not params:
         return
     params["rope_type"] = rope_type_of(owner, params)
-    if params.get("rope_theta") is not None:
-        config.rope_theta = params["rope_theta"]
+    theta = params.get("rope_theta")
+    if theta is not None and config.rope_theta not in (theta, DEFAULT_ROPE_THETA):
+        raise ValueError(
+            f"{owner}rope_theta={config.rope_theta!r} and rope_parameters rope_theta={theta!r} differ; give the RoPE "
+            "base once (either field)"
+        )
+    if theta is not None:
+        config.rope_theta = theta
         check_field(owner, "rope_theta", config.rope_theta, "number", low=0.0, open_low=True)
     params["rope_theta"] = config.rope_theta
 
@@ -286,7 +325,7 @@ class AgfConfig(PreTrainedConfig):
         max_position_embeddings: int = 1024,
         label_smoothing: float = 0.0,
         position_encoding: str = "agf",
-        rope_theta: float = 10000.0,
+        rope_theta: float = DEFAULT_ROPE_THETA,
         relative_attention_num_buckets: int = 32,
         relative_attention_max_distance: int = 128,
         agf_power_law: bool = True,

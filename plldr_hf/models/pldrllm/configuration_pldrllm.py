@@ -51,11 +51,28 @@ def check_field(owner: str, name: str, value, kind: str, low=None, high=None, op
 # `rope_parameters` types the model computes (transformers' RoPE initialisation functions; "default" is plain RoPE)
 # Copied from plldr_hf.models.agf.configuration_agf.ROPE_TYPES
 ROPE_TYPES = ("default", "linear", "dynamic", "yarn", "llama3")
+# the keys those types read (transformers' `modeling_rope_utils`), and the ones each type needs
+# Copied from plldr_hf.models.agf.configuration_agf.ROPE_KEYS
+ROPE_KEYS = (
+    "rope_type", "type", "rope_theta", "factor", "partial_rotary_factor", "original_max_position_embeddings",
+    "attention_factor", "beta_fast", "beta_slow", "mscale", "mscale_all_dim", "truncate", "low_freq_factor",
+    "high_freq_factor",
+)  # fmt: skip
+# Copied from plldr_hf.models.agf.configuration_agf.ROPE_REQUIRED
+ROPE_REQUIRED = {
+    "default": (),
+    "linear": ("factor",),
+    "dynamic": ("factor",),
+    "yarn": ("factor",),
+    "llama3": ("factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"),
+}
 
 
 # Copied from plldr_hf.models.agf.configuration_agf.rope_type_of
 def rope_type_of(owner: str, params) -> str | None:
-    """The type of a `rope_parameters` dict (None without one), refused unless the model computes it."""
+    """The type of a `rope_parameters` dict (None without one), refused unless the model computes it; its keys and
+    numbers are checked when the config is built (a misspelled key, a missing `factor` or a NaN factor would
+    otherwise surface as a KeyError or as non-finite scores later)."""
     if not params:
         return None
     if not isinstance(params, dict):
@@ -65,7 +82,26 @@ def rope_type_of(owner: str, params) -> str | None:
         raise ValueError(
             f"{owner}rope_parameters rope_type={rope_type!r} is not supported; choose one of {ROPE_TYPES}"
         )
+    unknown = sorted(set(params) - set(ROPE_KEYS))
+    if unknown:
+        raise ValueError(
+            f"{owner}rope_parameters has unknown key(s) {unknown}; the keys of RoPE types are {sorted(ROPE_KEYS)}"
+        )
+    missing = [key for key in ROPE_REQUIRED[rope_type] if params.get(key) is None]
+    if missing:
+        raise ValueError(f"{owner}rope_parameters of rope_type={rope_type!r} needs {missing}")
+    for key, value in params.items():
+        if key in ("rope_type", "type") or value is None:
+            continue
+        kind = "bool" if key == "truncate" else "int" if key == "original_max_position_embeddings" else "number"
+        low = None if key in ("truncate", "mscale", "mscale_all_dim") else 0.0
+        check_field(f"{owner}rope_parameters ", key, value, kind, low=low, open_low=True)
     return rope_type
+
+
+# the `rope_theta` default, which a `rope_parameters` base may replace
+# Copied from plldr_hf.models.agf.configuration_agf.DEFAULT_ROPE_THETA
+DEFAULT_ROPE_THETA = 10000.0
 
 
 # Copied from plldr_hf.models.agf.configuration_agf.adopt_rope_parameters
@@ -76,8 +112,14 @@ def adopt_rope_parameters(owner: str, config) -> None:
     if not params:
         return
     params["rope_type"] = rope_type_of(owner, params)
-    if params.get("rope_theta") is not None:
-        config.rope_theta = params["rope_theta"]
+    theta = params.get("rope_theta")
+    if theta is not None and config.rope_theta not in (theta, DEFAULT_ROPE_THETA):
+        raise ValueError(
+            f"{owner}rope_theta={config.rope_theta!r} and rope_parameters rope_theta={theta!r} differ; give the RoPE "
+            "base once (either field)"
+        )
+    if theta is not None:
+        config.rope_theta = theta
         check_field(owner, "rope_theta", config.rope_theta, "number", low=0.0, open_low=True)
     params["rope_theta"] = config.rope_theta
 
@@ -287,7 +329,7 @@ class PldrllmConfig(PreTrainedConfig):
         bos_token_id: int | None = 2,
         eos_token_id: int | None = 3,
         tie_word_embeddings: bool = False,
-        rope_theta: float = 10000.0,
+        rope_theta: float = DEFAULT_ROPE_THETA,
         rope_scaling: dict | None = None,
         attention_bias: bool = True,
         glu_bias: bool = True,

@@ -461,8 +461,10 @@ class PldrllmPreTrainedModel(PreTrainedModel):
     base_model_prefix = "decoder"
     supports_gradient_checkpointing = True
     _no_split_modules = ["PldrllmDecoderLayer"]
-    # the metric learner and PLGA tensors: float32 under every quantizer (its skip list) and in float16 models
-    _keep_in_fp32_modules = [r".*\.reslayerAs", r".*\.plgatt_layer"]
+    # the metric learner and PLGA tensors: float32 under every quantizer (its skip list), and in float16 and bfloat16
+    # loads (the strict list), so the PLGA maths keep the precision they run in
+    _keep_in_fp32_modules = [r".*\.reslayerAs", r".*\.plgatt_layer", r".*\.mha1\.layernorm1"]
+    _keep_in_fp32_modules_strict = _keep_in_fp32_modules
     _skip_keys_device_placement = ["past_key_values", "cache"]
     _supports_sdpa = True
     _supports_flash_attn = True

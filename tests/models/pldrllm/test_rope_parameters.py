@@ -2,6 +2,8 @@
 Llama's RoPE table for the same parameters, moves the logits away from plain RoPE, and an unsupported type is
 refused."""
 
+import re
+
 import pytest
 import torch
 from transformers import LlamaConfig
@@ -82,3 +84,27 @@ def test_rope_parameters_round_trip_and_plain_rope_is_unchanged(tmp_path):
 def test_unsupported_types_are_refused(rope_type):
     with pytest.raises(ValueError, match=f"rope_type={rope_type!r} is not supported"):
         tiny_config(rope_parameters={"rope_type": rope_type, "rope_theta": 1e4, "factor": 2.0})
+
+
+BAD_ROPE_PARAMETERS = [
+    ({"rope_type": "linear", "factor": float("nan")}, {}, "rope_parameters `factor` must be a finite number"),
+    ({"rope_type": "linear", "factor": 0.0}, {}, "rope_parameters `factor` must be > 0.0"),
+    ({"rope_type": "dynamic", "factor": "2"}, {}, "rope_parameters `factor` must be a number"),
+    ({"rope_type": "yarn"}, {}, "rope_type='yarn' needs ['factor']"),
+    ({"rope_type": "llama3", "factor": 8.0}, {}, "needs ['low_freq_factor', 'high_freq_factor'"),
+    ({"rope_type": "linear", "factr": 2.0, "factor": 2.0}, {}, "unknown key(s) ['factr']"),
+    ({"rope_type": "default", "rope_theta": 5e5}, {"rope_theta": 1e6}, "give the RoPE base once"),
+]
+
+
+@pytest.mark.parametrize("family", ["pldrllm", "agf"])
+@pytest.mark.parametrize("params, extra, message", BAD_ROPE_PARAMETERS)
+def test_rope_parameters_are_checked_when_the_config_is_built(family, params, extra, message):
+    from tests.utils import tiny_agf_config
+
+    build = tiny_config if family == "pldrllm" else lambda **kw: tiny_agf_config(position_encoding="rope", **kw)
+    with pytest.raises(ValueError, match=re.escape(message)):
+        build(rope_parameters=dict(params), **extra)
+    # the base given once, in either field, is the config's one base
+    assert build(rope_parameters={"rope_type": "default", "rope_theta": 5e5}).rope_theta == 5e5
+    assert build(rope_theta=5e5, rope_parameters={"rope_type": "default", "rope_theta": 5e5}).rope_theta == 5e5

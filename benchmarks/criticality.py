@@ -220,13 +220,30 @@ def _write_atomic(path: Path, text: str) -> None:
     os.replace(staging, path)
 
 
+def _read_cell(path: Path) -> dict | None:
+    """A finished cell's record, or None (with a note) when its file cannot be read: `run` retrains that cell."""
+    try:
+        record = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as error:
+        print(f"note: {path} cannot be read ({type(error).__name__}); `run` retrains that cell", file=sys.stderr)
+        return None
+    if not isinstance(record, dict) or "key" not in record:
+        print(f"note: {path} is not a cell record; `run` retrains that cell", file=sys.stderr)
+        return None
+    return record
+
+
+def _read_cell_if_present(path: Path) -> dict | None:
+    return _read_cell(path) if path.exists() else None
+
+
 def load_records(out: Path) -> list[dict]:
-    return [json.loads(p.read_text()) for p in sorted((out / "cells").glob("*.json"))]
+    return [r for r in map(_read_cell, sorted((out / "cells").glob("*.json"))) if r is not None]
 
 
 def run(cells: list[Cell], out: Path, jobs: int, threads: int) -> list[dict]:
     (out / "cells").mkdir(parents=True, exist_ok=True)
-    todo = [cell for cell in cells if not (out / "cells" / f"{cell.key}.json").exists()]
+    todo = [cell for cell in cells if _read_cell_if_present(out / "cells" / f"{cell.key}.json") is None]
     print(
         f"{len(cells)} cells, {len(cells) - len(todo)} already done in {out / 'cells'}, {len(todo)} to run", flush=True
     )
@@ -532,6 +549,10 @@ def main(argv=None) -> int:
     run_parser.add_argument("--eval-every", type=int, default=EVAL_EVERY, help="trajectory points every N steps")
     run_parser.add_argument("--threads", type=int, default=1, help="torch threads per run")
     args = parser.parse_args(argv)
+    for name in ("out", "results"):
+        path = getattr(args, name)
+        if path is not None and path.exists() and not path.is_dir():
+            parser.error(f"--{name} {path} is a file, not a folder; give a folder")
     for name in ("jobs",) + (("threads", "steps", "eval_every") if args.command == "run" else ()):
         value = getattr(args, name)
         if value is not None and value < 1:

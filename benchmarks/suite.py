@@ -1022,6 +1022,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     )
     parser.add_argument("--verbose", action="store_true", help="log every run to stderr")
     args = parser.parse_args(argv)
+    for name in ("repeats", "threads", "profile_rows"):
+        value = getattr(args, name)
+        if value is not None and value < 1:
+            parser.error(f"--{name.replace('_', '-')} must be at least 1, got {value}")
+    if args.output and Path(args.output).is_dir():
+        parser.error(f"--output {args.output} is a folder; give a path without suffix (FOLDER/results)")
     args.argv = list(argv)
     return args
 

@@ -81,6 +81,8 @@ def read_config(model_dir: str | os.PathLike) -> dict:
         raise ModelFolderError(f"no config.json in {folder}: not a saved model folder")
     try:
         config = json.loads(config_file.read_text())
+    except RecursionError:
+        raise ModelFolderError(f"{config_file} is nested too deeply to be a model config; re-save the model") from None
     except (OSError, UnicodeDecodeError, ValueError) as error:
         raise ModelFolderError(f"{config_file} is not valid JSON ({error}); re-save the model") from error
     if not isinstance(config, dict):
@@ -235,6 +237,11 @@ def load_tokenizer(path: str | os.PathLike, *, model_config=None):
         raise ModelFolderError(f"tokenizer folder {path} does not exist; pass an existing --tokenizer")
     try:
         tokenizer = AutoTokenizer.from_pretrained(path)
+    except RecursionError:
+        raise ModelFolderError(
+            f"a tokenizer file in {path} is nested too deeply to read (a damaged tokenizer_config.json?); re-save "
+            "the tokenizer or pass --tokenizer"
+        ) from None
     except (OSError, ValueError, TypeError) as error:
         raise ModelFolderError(f"could not load a tokenizer from {path} (pass --tokenizer): {error}") from error
     if model_config is not None:

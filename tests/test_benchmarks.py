@@ -161,3 +161,16 @@ def test_streaming_benchmark_quick_mode_measures_both_paths(tmp_path):
     for contender in streaming.CONTENDERS:
         assert f"| {contender} |" in text
     assert "peak memory, streamed 10x / streamed 1x" in text and "tokens/s, streamed / in memory (1x)" in text
+
+
+@pytest.mark.parametrize(
+    "flags", [["--repeats", "0"], ["--threads", "0"], ["--threads", "-2"], ["--profile-rows", "0"]]
+)
+def test_suite_counts_below_one_are_one_line_errors(flags, capsys):
+    from benchmarks import suite
+
+    with pytest.raises(SystemExit) as exit_info:
+        suite.main(["--quick", *flags])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert f"{flags[0]} must be at least 1, got {flags[1]}" in err and "Traceback" not in err

@@ -47,9 +47,21 @@ def test_a_two_cell_sweep_writes_its_outputs_and_reuses_finished_cells(tmp_path,
     assert "2 cells, 2 already done" in capsys.readouterr().out
     assert [p.stat().st_mtime_ns for p in cells] == mtimes
 
+    # a truncated cell is named and retrained, the other kept
+    cells[0].write_text(cells[0].read_text()[:50])
+    assert criticality.main(argv) == 0
+    captured = capsys.readouterr()
+    assert f"{cells[0]} cannot be read" in captured.err and "2 cells, 1 already done" in captured.out
+    assert json.loads(cells[0].read_text())["key"] == record["key"]
+    assert cells[1].stat().st_mtime_ns == mtimes[1]
+
 
 def test_bad_grid_values_are_one_line_errors(tmp_path, capsys):
-    for argv in (["--learning-rates", "nan"], ["--learning-rates", "-1"], ["--warmups", "-3"], ["--jobs", "0"]):
+    (tmp_path / "a_file").write_text("x")
+    for argv in (
+        ["--learning-rates", "nan"], ["--learning-rates", "-1"], ["--warmups", "-3"], ["--jobs", "0"],
+        ["--out", str(tmp_path / "a_file")],
+    ):  # fmt: skip
         with pytest.raises(SystemExit) as exit_info:
             criticality.main(["run", "--out", str(tmp_path), *argv])
         assert exit_info.value.code == 2

@@ -280,7 +280,7 @@ def _without_local_paths(options: dict) -> dict:
 def _read_json(path: Path):
     try:
         return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as error:
+    except (OSError, ValueError, RecursionError) as error:
         logger.warning("plldr_hf.hub: ignoring unreadable %s (%s)", path, error)
         return None
 

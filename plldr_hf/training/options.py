@@ -124,6 +124,11 @@ SIZE_RECIPE = (
 )
 
 
+# AGF config fields a translation run takes from its tokenizer, and those with a flag of their own (`--set` refuses them)
+TOKENIZER_FIELDS = ("vocab_size", "pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_id")
+OPTION_FIELDS = {"position_encoding": "--position", "pcmv": "--pcmv", "label_smoothing": "--label-smoothing"}
+
+
 def is_wmt17(dataset) -> bool:
     """Whether a `dataset` option (a name or a list of one) names the Hub's WMT17 (`wmt17`, `wmt/wmt17`)."""
     names = [dataset] if isinstance(dataset, str) else list(dataset or [])
@@ -153,6 +158,8 @@ def parse_key_value(text: str) -> tuple[str, object]:
         return key, json.loads(value)
     except json.JSONDecodeError:
         return key, value
+    except RecursionError:
+        raise ValueError(f"{key}=...: the value is nested too deeply; give a number, true/false or text") from None
 
 
 def _opt(default=None, help: str = "", **meta):
@@ -570,6 +577,14 @@ class TranslationOptions(_Preset):
         super().check_combination()
         if self.wmt17_dir is not None and not self.is_wmt17:
             raise ValueError("--wmt17-dir needs --dataset wmt17")
+        for key in self.model_overrides:
+            if key in TOKENIZER_FIELDS:
+                raise ValueError(
+                    f"--set {key}: the model takes it from the tokenizer the run trains or reuses; set the vocabulary "
+                    "with --vocab-size, or give --tokenizer"
+                )
+            if key in OPTION_FIELDS:
+                raise ValueError(f"--set {key}: it is an option of its own; use {OPTION_FIELDS[key]}")
 
     def _resolve(self) -> TranslationOptions:
         """The output folder filled in, and the WMT17 copy checked."""

@@ -22,7 +22,7 @@ import json
 import logging
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import MISSING, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -117,9 +117,22 @@ class RunReport:
 
     @classmethod
     def load(cls, folder: str | os.PathLike) -> RunReport:
-        """The report saved in a run's folder."""
-        saved = json.loads(Path(folder, REPORT_FILE).read_text(encoding="utf-8"))
+        """The report saved in a run's folder; a missing, empty, truncated or foreign file is a ValueError that
+        names it."""
+        path = Path(folder, REPORT_FILE)
+        if not path.is_file():
+            raise ValueError(f"{path} does not exist: {folder} is not the folder of a finished training run")
+        try:
+            saved = json.loads(path.read_text(encoding="utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as error:
+            raise ValueError(
+                f"{path} is not a readable training report ({error}); the run may not have finished"
+            ) from None
         known = {f.name for f in fields(cls)}
+        required = {f.name for f in fields(cls) if f.default is MISSING and f.default_factory is MISSING}
+        if not isinstance(saved, dict) or not required <= set(saved):
+            missing = sorted(required - set(saved)) if isinstance(saved, dict) else "all"
+            raise ValueError(f"{path} is not a training report (missing {missing})")
         return cls(**{k: v for k, v in saved.items() if k in known})
 
 

@@ -80,7 +80,10 @@ def run(args) -> int:
     try:
         overrides = {}
         if args.card_info:
-            overrides = json.loads(Path(args.card_info).read_text(encoding="utf-8"))
+            try:
+                overrides = json.loads(Path(args.card_info).read_text(encoding="utf-8"))
+            except RecursionError:
+                raise ValueError(f"--card-info {args.card_info}: JSON nested too deeply; give a flat object") from None
             if not isinstance(overrides, dict):
                 raise ValueError(f"--card-info {args.card_info}: expected a JSON object of ModelCardInfo fields")
         metrics = _parse_metrics(args.metric)

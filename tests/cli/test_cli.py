@@ -84,6 +84,8 @@ SAME_MISTAKES = [
     ("agf", ["--position", "nope"], {"position_encoding": "nope"}),
     ("agf", ["--wmt17-dir", "d"], {"wmt17_dir": "d"}),
     ("agf", ["--set", "dropout=Infinity"], {"model_overrides": {"dropout": float("inf")}}),
+    ("agf", ["--set", "vocab_size=10"], {"model_overrides": {"vocab_size": 10}}),
+    ("agf", ["--set", "pcmv=true"], {"model_overrides": {"pcmv": True}}),
 ]
 
 

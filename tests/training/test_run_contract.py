@@ -2,6 +2,7 @@
 
 import dataclasses
 import json
+import re
 
 import pytest
 
@@ -88,3 +89,22 @@ def test_the_110m_size_is_the_papers_run_and_its_global_batch_holds_on_any_proce
     # without a global batch the accumulation is the option's, and a size without steps runs 100
     assert gradient_accumulation(TrainOptions(size="mini", gradient_accumulation_steps=3).resolved(), 2) == 3
     assert TrainOptions(size="mini").resolved().max_steps == 100
+
+
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        (None, "does not exist"),
+        ("", "is not a readable training report"),
+        ('{"family": "pldrllm", "output_', "is not a readable training report"),
+        ("[" * 100_000, "is not a readable training report"),
+        ('{"family": "pldrllm"}', "is not a training report (missing"),
+        ("[1, 2]", "is not a training report"),
+    ],
+)
+def test_a_report_that_cannot_be_read_is_named(tmp_path, content, message):
+    if content is not None:
+        (tmp_path / "train_report.json").write_text(content)
+    with pytest.raises(ValueError, match=re.escape(message)) as refused:
+        RunReport.load(tmp_path)
+    assert str(tmp_path / "train_report.json") in str(refused.value)

@@ -24,6 +24,23 @@ def register(subparsers) -> None:
     parser.set_defaults(func=run)
 
 
+def check_model_argument(serve_args: list[str]) -> str:
+    """The MODEL the server holds, checked before it starts: a saved folder must hold a readable config (a
+    `ModelFolderError` names what is wrong), a path that does not exist is refused, and no MODEL at all is refused
+    (transformers serve would listen with no model, loading whatever a request names)."""
+    from pathlib import Path
+
+    from plldr_hf.loading import read_config
+    from plldr_hf_cli.arguments import UsageError, looks_like_path
+
+    model = next((arg for arg in serve_args if not arg.startswith("-")), None)
+    if model is None or (serve_args and serve_args[0].startswith("-")):
+        raise UsageError("give MODEL first (a saved model folder or a Hub id), then transformers serve's options")
+    if Path(model).exists() or looks_like_path(model):
+        read_config(model)
+    return model
+
+
 def refuse_learned_g_with_continuous_batching(serve_args: list[str]) -> None:
     """A learned-G PLDR-LLM folder with `--continuous-batching` is refused when the server starts, with the reason
     and the fix, instead of a bare `Internal Server Error` at its first request."""
@@ -49,10 +66,11 @@ def run(args) -> int:
     # that the server no longer reads (it looks architectures up there)
     import plldr_hf  # noqa: F401  (registers the families and exposes their classes on `transformers`)
 
+    model = check_model_argument(args.serve_args)
     refuse_learned_g_with_continuous_batching(args.serve_args)
     from transformers.cli.transformers import main as transformers_main
 
-    answer_request_errors_as_client_errors()
+    answer_request_errors_as_client_errors(model)
     use_package_model_loader()
 
     sys.argv = ["transformers", "serve", *args.serve_args]
@@ -74,10 +92,11 @@ def use_package_model_loader() -> None:
     serve_loader.install()
 
 
-def answer_request_errors_as_client_errors() -> None:
-    """Give transformers serve's app a handler for the `ValueError`s a request causes: a chat request to a model
-    without a chat template is HTTP 400 with the reason and the fix, any other one a 500 that says what failed (the
-    server's default is a bare `Internal Server Error`, with the reason only in its log)."""
+def answer_request_errors_as_client_errors(model: str | None = None) -> None:
+    """Give transformers serve's app the request checks of `plldr_hf_cli.serve_checks` (a client mistake is a 4xx
+    naming the field, before any work) and a handler for the `ValueError`s a request still causes: a chat request
+    to a model without a chat template is HTTP 400 with the reason and the fix, any other one a 500 that says what
+    failed (the server's default is a bare `Internal Server Error`, with the reason only in its log)."""
     try:
         # `transformers serve` imports `build_server` from here when it starts, so the wrapped one is used
         from transformers.cli.serving import server as hf_serve
@@ -90,7 +109,10 @@ def answer_request_errors_as_client_errors() -> None:
     def build_server_with_handlers(*args, **kwargs):
         from fastapi.responses import JSONResponse
 
+        from plldr_hf_cli.serve_checks import ModelLimits, RequestChecks
+
         app = build_server(*args, **kwargs)
+        app.add_middleware(RequestChecks, limits=ModelLimits(model))
 
         @app.exception_handler(ValueError)
         async def request_value_error(_request, error: ValueError):

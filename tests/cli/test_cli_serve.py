@@ -53,3 +53,34 @@ def test_transformers_serve_with_continuous_batching_answers_like_generate(tmp_p
     assert answer["object"] == "text_completion"
     assert answer["choices"][0]["text"].strip() == expected[1].strip()
     assert answer["usage"]["completion_tokens"] >= 3
+
+
+@pytest.mark.skipif(
+    not CONTINUOUS_BATCHING_SUPPORTED,
+    reason="continuous batching needs transformers >= 5.24 (the serving extra's floor)",
+)
+@pytest.mark.parametrize("continuous_batching", [False, True], ids=["plain", "continuous_batching"])
+def test_bad_requests_get_a_4xx_naming_the_field_and_the_server_stays_up(tmp_path, continuous_batching):
+    """The load test of `benchmarks/serve_load.py`, smaller: 60 concurrent requests, a third of them bad across every
+    checked field."""
+    from benchmarks.serve_load import bad_requests, make_model, run_load
+
+    folder = tmp_path / "collapsed"
+    expected = make_model(folder, positions=32)
+    requests = 3 * len(bad_requests(str(folder), 32))  # every bad case once
+    result = run_load(str(folder), expected, 32, requests=requests, continuous_batching=continuous_batching, workers=8)
+    assert result["bad_ok"] == result["bad"] == requests // 3, result["problems"]
+    assert result["good_ok"] == result["good"], result["problems"]
+    assert result["alive"]
+
+
+def test_serve_refuses_a_missing_model_and_a_folder_that_is_not_one(tmp_path):
+    from plldr_hf.cli import main
+
+    assert main(["serve"]) == 2
+    with pytest.raises(SystemExit) as refused:  # argparse: options before MODEL are not MODEL [OPTIONS]
+        main(["serve", "--port", "8000"])
+    assert refused.value.code == 2
+    (tmp_path / "empty").mkdir()
+    assert main(["serve", str(tmp_path / "empty")]) == 2
+    assert main(["serve", str(tmp_path / "missing")]) == 2

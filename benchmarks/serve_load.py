@@ -142,7 +142,7 @@ def run_load(
             return item, post(port, route, body)
 
         with concurrent.futures.ThreadPoolExecutor(workers) as pool:
-            for (kind, route, body, want), (status, answer) in pool.map(one, plan):
+            for (kind, _route, body, want), (status, answer) in pool.map(one, plan):
                 counts[kind] += 1
                 if kind == "bad":
                     param = ((answer or {}).get("error") or {}).get("param") if isinstance(answer, dict) else None

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from plldr_hf.evaluation import perplexity_from_metrics
 from plldr_hf.plots import loss_curves_skipped, plot_loss_curves
-from plldr_hf.training.checkpoints import resolve_checkpoint
+from plldr_hf.training.checkpoints import check_data_unchanged, resolve_checkpoint
 from plldr_hf.training.options import TrainOptions
 from plldr_hf.training.recipes import causal_lm_recipe, seconds_per_step
 from plldr_hf.training.run import RunReport, collect_warnings
@@ -37,7 +37,7 @@ logger = logging.getLogger(__name__)
 __all__ = ["TrainOptions", "train_causal_lm"]
 
 # the options a resumed run must share with the run it continues
-_RESUME_KEYS = ("size", "architecture", "block_size", "vocab_size", "dag_form")
+_RESUME_KEYS = ("size", "architecture", "block_size", "vocab_size", "dag_form", "streaming")
 
 
 def train_causal_lm(options: TrainOptions, *, tokenizer=None, callbacks=()) -> RunReport:
@@ -82,6 +82,7 @@ def _train_causal_lm(options: TrainOptions, tokenizer, callbacks) -> RunReport:
     args, config = causal_lm_recipe(options)
     start = starting_point(options, tokenizer)
     is_main = args.process_index == 0
+    check_data_unchanged(out, options, resuming=checkpoint is not None, is_main=is_main)
     # the main process trains and saves the tokenizer first; the others load it, so every rank has the same one
     with args.main_process_first(desc="tokenizer and data", local=False):
         data = prepare_tokenizer_and_data(options, start.tokenizer, load_saved=not is_main)

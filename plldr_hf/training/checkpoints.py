@@ -16,7 +16,7 @@ from pathlib import Path
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["check_checkpoint", "resolve_checkpoint"]
+__all__ = ["check_checkpoint", "check_data_unchanged", "data_fingerprint", "resolve_checkpoint"]
 
 # spellings of "the newest checkpoint in the output folder" (`--resume` without a value, `resume=True`)
 _LATEST = ("last", "true", "True")
@@ -146,3 +146,78 @@ def resolve_checkpoint(
             continue
         return str(candidate)
     raise newest_error
+
+
+# what a run read, kept beside its checkpoints so that a resume over other data is named (`check_data_unchanged`)
+FINGERPRINT_FILE = "data_fingerprint.json"
+# the options that decide which documents a run reads and how, beside the files themselves
+_DATA_OPTIONS = (
+    "dataset", "dataset_config", "text_column", "streaming", "max_train_documents", "tokenizer_sample_documents",
+    "wmt17_dir", "source_lang", "target_lang", "max_train_samples",
+)  # fmt: skip
+
+
+def data_fingerprint(options) -> dict:
+    """The data a run reads: its data options, and each local file behind `options.dataset` (files, folders and
+    globs; `SPLIT=PATH` entries by their path) with its size and modification time. A Hub dataset is known by its
+    name and settings only."""
+    import glob
+
+    files = {}
+    for spec in getattr(options, "dataset", None) or []:
+        split, sep, rest = str(spec).partition("=")
+        path_text = rest if sep and split.isidentifier() and not Path(spec).exists() else str(spec)
+        expanded = str(Path(path_text).expanduser())
+        matches = sorted(glob.glob(expanded)) if glob.has_magic(expanded) else [expanded]
+        for match in map(Path, matches):
+            members = sorted(p for p in match.rglob("*") if p.is_file()) if match.is_dir() else [match]
+            for member in members:
+                if member.is_file():
+                    stat = member.stat()
+                    files[str(member.resolve())] = [stat.st_size, stat.st_mtime_ns]
+    settings = {name: getattr(options, name) for name in _DATA_OPTIONS if hasattr(options, name)}
+    return json.loads(json.dumps({"options": settings, "files": files}, default=str))
+
+
+def _differences(saved: dict, current: dict) -> list[str]:
+    found = []
+    for name in sorted(set(saved.get("options", {})) | set(current["options"])):
+        before, now = saved.get("options", {}).get(name), current["options"].get(name)
+        if before != now:
+            found.append(f"{name} was {before!r}, now {now!r}")
+    before, now = saved.get("files", {}), current["files"]
+    found += [f"{path} added" for path in sorted(set(now) - set(before))]
+    found += [f"{path} removed" for path in sorted(set(before) - set(now))]
+    found += [
+        f"{path} rewritten (size or time changed)"
+        for path in sorted(set(now) & set(before))
+        if now[path] != before[path]
+    ]
+    return found
+
+
+def check_data_unchanged(output_dir, options, resuming: bool, is_main: bool = True) -> None:
+    """A fresh run records its data fingerprint in `output_dir`; a resumed one compares and refuses other data,
+    naming each difference, unless `options.allow_data_change` (then it warns and records the new data)."""
+    path = Path(output_dir) / FINGERPRINT_FILE
+    current = data_fingerprint(options)
+    if resuming and path.is_file():
+        try:
+            saved = json.loads(path.read_text())
+        except (OSError, ValueError, RecursionError) as err:
+            raise ValueError(f"--resume: {path} cannot be read ({err}); its data cannot be compared") from None
+        found = _differences(saved if isinstance(saved, dict) else {}, current)
+        if found and not getattr(options, "allow_data_change", False):
+            shown = "; ".join(found[:4]) + (f"; and {len(found) - 4} more" if len(found) > 4 else "")
+            raise ValueError(
+                f"--resume: the data differs from what the run was trained on ({shown}); resume over it with "
+                "--allow-data-change if that is intended, or restore the data"
+            )
+        if found:
+            logger.warning("resuming over changed data (--allow-data-change): %s", "; ".join(found[:4]))
+        elif not found:
+            return
+    if is_main:
+        staging = path.with_name(f".{FINGERPRINT_FILE}.{os.getpid()}")
+        staging.write_text(json.dumps(current, indent=1) + "\n")
+        staging.replace(path)

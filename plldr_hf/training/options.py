@@ -408,6 +408,9 @@ class TrainOptions(_Preset):
         const="last",
         metavar="CHECKPOINT",
     )
+    allow_data_change: bool = _opt(
+        False, "with --resume: continue even if the data differs from what the run was trained on (named in the log)"
+    )
     seed: int = _opt(0, "seed of the model init, data order and tokenizer", min=0)
     fsdp: bool = _opt(
         False,
@@ -553,6 +556,11 @@ class TranslationOptions(_Preset):
         nargs="?",
         const="last",
         metavar="CHECKPOINT",
+        group="training",
+    )
+    allow_data_change: bool = _opt(
+        False,
+        "with --resume: continue even if the data differs from what the run was trained on (named in the log)",
         group="training",
     )
     report_to: list[str] = _opt(

@@ -47,7 +47,7 @@ from plldr_hf.models.agf import AgfForConditionalGeneration
 from plldr_hf.models.agf.position_encodings import variant_label
 from plldr_hf.plots import loss_curves_skipped, plot_loss_curves
 from plldr_hf.training.callbacks import TestScoresCallback, add_run_callbacks
-from plldr_hf.training.checkpoints import resolve_checkpoint
+from plldr_hf.training.checkpoints import check_data_unchanged, resolve_checkpoint
 from plldr_hf.training.options import TranslationOptions
 from plldr_hf.training.recipes import seconds_per_step, translation_recipe
 from plldr_hf.training.run import RunReport, collect_warnings
@@ -103,6 +103,7 @@ def _train_translation(options: TranslationOptions, tokenizer, callbacks) -> Run
     set_seed(args.seed)
     out = Path(args.output_dir)
     out.mkdir(parents=True, exist_ok=True)
+    check_data_unchanged(out, options, resuming=checkpoint is not None, is_main=args.process_index == 0)
     with args.main_process_first(desc="loading data and tokenizer"):
         data = prepare_translation_data(options, args, start.tokenizer)
 

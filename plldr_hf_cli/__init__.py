@@ -103,10 +103,12 @@ def _main(argv: list[str] | None) -> int:
     try:
         result = args.func(args)
     except KeyboardInterrupt:
-        # one line, the conventional status of SIGINT (128 + 2); training resumes from its last checkpoint
-        hint = _resume_hint(args) if args.command == "train" else ""
-        close_progress_bars()
-        print(f"\nplldr-hf {args.command}: interrupted{hint}", file=sys.stderr)
+        # one line for the run, from its main process (every process of a distributed launch gets the Ctrl-C), the
+        # conventional status of SIGINT (128 + 2); training resumes from its last checkpoint
+        if os.environ.get("RANK", "0") == "0":
+            hint = _resume_hint(args) if args.command == "train" else ""
+            close_progress_bars()
+            print(f"\nplldr-hf {command}: interrupted{hint}", file=sys.stderr)
         return 130
     except Exception as error:
         # user-facing errors carry their exit status (`plldr_hf_cli.arguments.UsageError`, the loaders'

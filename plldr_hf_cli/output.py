@@ -219,6 +219,12 @@ def readable_like_umask(folder: Path) -> None:
             path.chmod(0o666 & ~umask)
 
 
+def is_main_process() -> bool:
+    """Whether this is the main process (rank 0) of a distributed launch, or the only process. The launchers set
+    `RANK` before the command starts, so this is known before torch is imported."""
+    return os.environ.get("RANK", "0") == "0"
+
+
 def run_in_folder(command: str, path, work, *, overwrite: bool = False, resume: bool = False):
     """Run `work()` writing into `path` in place (training: its checkpoints live there while it runs).
 
@@ -226,6 +232,10 @@ def run_in_folder(command: str, path, work, *, overwrite: bool = False, resume: 
     the folder's lock while working. On failure it removes the folder if this run created it (or the entries it
     added to an emptied `--overwrite` folder) and prints one line for a user error (exit 2). On Ctrl-C the folder
     is kept, so the run can be resumed."""
+    if not is_main_process():
+        # another process of a distributed launch (torchrun, accelerate launch): the main process checks, locks and
+        # cleans the folder, as Trainer has only the main process write; this one works in it
+        return work()
     refused = check_output(command, path, overwrite=overwrite, resume=resume)
     if refused:
         return refused

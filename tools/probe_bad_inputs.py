@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import hashlib
 import inspect
 import io
@@ -149,7 +150,134 @@ class Probe:
         self.api_models()
         self.api_configs()
         self.api_files()
+        self.api_run_options()
+        self.api_run_reports()
+        self.api_server_requests()
+        self.api_data_formats()
+        self.api_resume_over_changed_data()
         return self.outcomes
+
+    # ---------------------------------------------------------------- the surfaces added with training runs and
+    # serving. The rule: a new flag, options or report field, request field or data format is covered here, by
+    # generation from its definition where there is one, in the change that adds it.
+    def api_run_options(self) -> None:
+        """Every field of both run-options dataclasses, through the Python API: a value of the wrong type for the
+        field's annotation, a boolean where a number is meant, NaN and -1 for numbers, 0 where the field needs at
+        least 1, and a value outside its choices."""
+        from plldr_hf.training.options import TrainOptions, TranslationOptions, choices_of
+
+        for options in (TrainOptions, TranslationOptions):
+            for spec in dataclasses.fields(options):
+                flag = spec.metadata.get("flag", "--" + spec.name.replace("_", "-"))
+                kind = str(spec.type).replace(" ", "").removesuffix("|None")
+                values = [object()] if kind not in ("str", "str|bool") else [3]
+                if kind in ("int", "float"):
+                    values += [True, float("nan"), [1]] + ([-1] if spec.metadata.get("min") is not None else [])
+                    if spec.metadata.get("min") in (0, 1) and not (kind == "int" and spec.metadata.get("min") == 0):
+                        values.append(0)
+                if kind == "bool":
+                    values += ["false", 1]
+                if choices_of(spec):
+                    values.append("no-such-choice")
+                for value in values:
+                    self.api(
+                        f"{options.__name__}({spec.name}={value!r})",
+                        lambda options=options, spec=spec, value=value: options(**{spec.name: value}),
+                        flag.split("/")[0] if spec.name != "dag_weights" else "--dag-weights",
+                    )
+        self.api("train(dict)", lambda: __import__("plldr_hf.training", fromlist=["train"]).train({"max_steps": 3}),
+                 "TrainOptions")  # fmt: skip
+
+    def api_run_reports(self) -> None:
+        """`RunReport.load` of a missing, empty, truncated, foreign and too deeply nested report: the file is named."""
+        from plldr_hf.training import RunReport
+
+        for name, content in (("missing", None), ("empty", ""), ("truncated", '{"family": "pl'), ("list", "[1]"),
+                              ("foreign", '{"a": 1}'), ("nested", "[" * 100_000)):  # fmt: skip
+            folder = self.work / f"report-{name}"
+            folder.mkdir()
+            if content is not None:
+                (folder / "train_report.json").write_text(content)
+            self.api(f"RunReport.load {name}", lambda folder=folder: RunReport.load(folder), "train_report.json")
+
+    def api_server_requests(self) -> None:
+        """Every request field `plldr-hf serve` checks, with the bad values of the load test
+        (`benchmarks/serve_load.py`): each must be refused with its field named."""
+        from benchmarks.serve_load import bad_requests
+        from plldr_hf_cli.serve_checks import ModelLimits, check_request
+
+        limits = ModelLimits(str(self.pldr))
+        positions = json.loads((self.pldr / "config.json").read_text())["max_position_embeddings"]
+        for route, body, field in bad_requests(str(self.pldr), positions):
+            data = body if isinstance(body, bytes) else json.dumps(body).encode()
+
+            def call(route=route, data=data):
+                checked = check_request(route, data, limits)
+                if isinstance(checked, tuple):
+                    raise ValueError(f"HTTP {checked[0]} param={checked[1]}: {checked[2]}")
+
+            self.api(f"serve {route} bad {field}", call, f"param={field}")
+
+    def api_data_formats(self) -> None:
+        """Every data format the corpus readers take, truncated, of the wrong type and empty, read as a run reads it:
+        the error names the file."""
+        import gzip
+
+        from plldr_hf.training import TrainOptions, train
+
+        folder = self.work / "formats"
+        folder.mkdir()
+        cases = {
+            # compressed text cut short (random words, so the compressed file is long enough to cut)
+            "truncated.txt.gz": gzip.compress(
+                "\n\n".join(
+                    " ".join(f"w{(i * 7919 + j * 104729) % 9973}" for j in range(40)) for i in range(400)
+                ).encode()
+            )[:2000],
+            "too-small.txt": b"to be or not to be\n",
+            "numbers.jsonl": b'{"text": 5}\n{"text": 6}\n',
+            "broken.jsonl": b'{"text": "to be"\n',
+            "empty.txt": b"",
+            "empty.parquet": b"",
+            "truncated.parquet": b"PAR1\x00\x00",
+            "bad.csv": b'text\n"unclosed\n',
+        }
+        for name, content in cases.items():
+            path = folder / name
+            path.write_bytes(content)
+            for streaming in (False, True):
+                options = TrainOptions.from_name(
+                    "tiny", output_dir=str(self.work / f"run-{name}-{streaming}"), dataset=[str(path)],
+                    streaming=streaming, max_steps=1, report_to=["none"], no_progress=True,
+                )  # fmt: skip
+                self.api(f"train on {name} streaming={streaming}", lambda o=options: train(o), name)
+
+    def api_resume_over_changed_data(self) -> None:
+        """A run's data fingerprint against files added, removed and rewritten, and other data settings."""
+        from plldr_hf.training import TrainOptions
+        from plldr_hf.training.checkpoints import check_data_unchanged
+
+        folder = self.work / "fingerprinted"
+        folder.mkdir()
+        (folder / "a.txt").write_text("to be\n")
+        (folder / "b.txt").write_text("or not\n")
+        out = self.work / "fingerprint-run"
+        out.mkdir()
+        options = TrainOptions(dataset=[str(folder)], output_dir=str(out))
+        check_data_unchanged(out, options, resuming=False)
+        for name, change, undo, expect in (
+            ("added", lambda: (folder / "c.txt").write_text("new\n"), lambda: (folder / "c.txt").unlink(), "c.txt added"),
+            ("removed", lambda: (folder / "b.txt").rename(self.work / "b.txt"),
+             lambda: (self.work / "b.txt").rename(folder / "b.txt"), "b.txt removed"),
+            ("rewritten", lambda: (folder / "a.txt").write_text("to be, longer\n"),
+             lambda: None, "a.txt rewritten"),
+        ):  # fmt: skip
+            change()
+            self.api(f"resume over data {name}", lambda: check_data_unchanged(out, options, resuming=True), expect)
+            undo()
+        streamed = dataclasses.replace(options, streaming=True)
+        self.api("resume streamed over in-memory data", lambda: check_data_unchanged(out, streamed, resuming=True),
+                 "streaming")  # fmt: skip
 
     def cli_every_numeric_flag(self) -> None:
         """The class, not the cases: every numeric flag of every command, read off the parser itself (a flag added
@@ -162,7 +290,7 @@ class Probe:
             values = ["nan", "inf"]
             if flag not in SIGNED_FLAGS:
                 values.append("-1")  # no count, size, rate or tolerance is negative
-            if _refuses(action.type, "0"):
+            if _refuses(action.type, "0") or _option_needs_positive(path, action.dest):
                 values.append("0")  # the flags that need at least 1 say so through the full command line too
             for value in values:
                 self.cli(f"{' '.join(path)} {flag} {value}", [*path, flag, value], flag)
@@ -936,6 +1064,22 @@ def _refuses(convert, value: str) -> bool:
     except (argparse.ArgumentTypeError, ValueError, TypeError):
         return True
     return False
+
+
+def _option_needs_positive(path, dest: str) -> bool:
+    """Whether a `train` flag's options field must be above 0 (the dataclass checks it, not the flag's type)."""
+    if not path or path[0] != "train":
+        return False
+    from plldr_hf.training.options import TrainOptions, TranslationOptions
+
+    options = TrainOptions if path[-1] == "pldrllm" else TranslationOptions
+    spec = next((f for f in dataclasses.fields(options) if f.name == dest), None)
+    return (
+        spec is not None
+        and spec.metadata.get("min") in (0, 1)
+        and "float" in str(spec.type)
+        or (spec is not None and spec.metadata.get("min") == 1)
+    )
 
 
 def numeric_flags(parser, path=()) -> list:

@@ -25,6 +25,7 @@ from pathlib import Path
 from plldr_hf.evaluation import perplexity_from_metrics
 from plldr_hf.plots import loss_curves_skipped, plot_loss_curves
 from plldr_hf.training.checkpoints import check_data_unchanged, resolve_checkpoint
+from plldr_hf.training.corpus import data_fault_message, is_data_fault
 from plldr_hf.training.options import TrainOptions
 from plldr_hf.training.recipes import causal_lm_recipe, seconds_per_step
 from plldr_hf.training.run import RunReport, collect_warnings
@@ -85,7 +86,12 @@ def _train_causal_lm(options: TrainOptions, tokenizer, callbacks) -> RunReport:
     check_data_unchanged(out, options, resuming=checkpoint is not None, is_main=is_main)
     # the main process trains and saves the tokenizer first; the others load it, so every rank has the same one
     with args.main_process_first(desc="tokenizer and data", local=False):
-        data = prepare_tokenizer_and_data(options, start.tokenizer, load_saved=not is_main)
+        try:
+            data = prepare_tokenizer_and_data(options, start.tokenizer, load_saved=not is_main)
+        except Exception as error:
+            if not is_data_fault(error):
+                raise
+            raise ValueError(data_fault_message(options.dataset, error)) from error
         # the recipe drops an incomplete last batch: fewer examples than one batch would train 0 steps
         per_step = args.per_device_train_batch_size * max(args.world_size, 1)
         if not options.streaming and len(data.train) < per_step:
@@ -146,7 +152,14 @@ def _train_causal_lm(options: TrainOptions, tokenizer, callbacks) -> RunReport:
         order_parameter_file=out / "order_parameter_init.json" if learned_g else None,
         resumed=checkpoint is not None,
     )
-    train_result = trainer.train(resume_from_checkpoint=checkpoint)
+    try:
+        train_result = trainer.train(resume_from_checkpoint=checkpoint)
+    except Exception as error:
+        if options.streaming and is_data_fault(error):
+            # a streamed file damaged past the start `corpus.check_local_files` reads: say which data and when
+            when = f" (after step {trainer.state.global_step}; resume with --resume once fixed)"
+            raise ValueError(data_fault_message(options.dataset, error, when)) from error
+        raise
     metrics = trainer.evaluate()
     if start.lora is not None:
         # the adapters beside the model they were merged into: the output folder loads as a plain model

@@ -156,9 +156,167 @@ def _text_builder(split: str, paths) -> tuple[str, dict]:
     one paragraph (blank-line separated) per document."""
     kinds = {file_format(p, {**TEXT_FORMATS, **TABLE_FORMATS}) for p in paths}
     if len(kinds) > 1:
-        raise ValueError(f"split {split!r} mixes file types {sorted(kinds)}: {[str(p) for p in paths]}")
+        raise ValueError(mixed_types_hint(split, paths))
     kind = kinds.pop()
     return kind, {"sample_by": "paragraph"} if kind == "text" else {}
+
+
+def _open_maybe_compressed(path: Path):
+    """A binary file object of `path`, decompressed by its suffix (.gz, .bz2, .xz; .zst when zstandard is there)."""
+    suffix = path.suffix.lower()
+    if suffix == ".gz":
+        import gzip
+
+        return gzip.open(path, "rb")
+    if suffix == ".bz2":
+        import bz2
+
+        return bz2.open(path, "rb")
+    if suffix == ".xz":
+        import lzma
+
+        return lzma.open(path, "rb")
+    if suffix == ".zst":
+        try:
+            import zstandard
+        except ImportError:
+            return None
+        return zstandard.open(path, "rb")
+    return open(path, "rb")
+
+
+def _first_record_problem(path: Path, kind: str, text_column: str) -> str | None:
+    """What is wrong with the start of one local data file, read as its builder reads it (None: nothing): empty, not
+    decompressible, not UTF-8, a first JSON line or CSV header without the text column, a first text value that is
+    not text, a Parquet file without its footer or the column."""
+    import json
+
+    if path.stat().st_size == 0:
+        return "it is empty"
+    if kind == "parquet":
+        try:
+            import pyarrow.parquet as pq
+
+            schema = pq.ParquetFile(path).schema_arrow
+        except Exception as err:  # pyarrow's own error types
+            return f"it is not a readable Parquet file ({type(err).__name__}: {err})"
+        if text_column not in schema.names:
+            return f"it has no column {text_column!r} (columns: {schema.names}; choose one with --text-column)"
+        if str(schema.field(text_column).type) not in ("string", "large_string", "string_view"):
+            return f"its column {text_column!r} holds {schema.field(text_column).type}, not text"
+        return None
+    try:
+        handle = _open_maybe_compressed(path)
+        if handle is None:
+            return None
+        with handle:
+            head = handle.read(1 << 16)
+            if kind != "text" and b"\n" not in head:
+                head += handle.readline(1 << 20)
+            if kind == "text" and path.suffix.lower() in _COMPRESSION:
+                # the text builder reads a whole file before its first paragraph: decompress it all now
+                while handle.read(1 << 24):
+                    pass
+    except (OSError, EOFError, ValueError) as err:  # gzip/lzma/bz2 raise these for damaged or truncated data
+        return f"it cannot be decompressed ({type(err).__name__}: {err})"
+    try:
+        text = head.decode("utf-8")
+    except UnicodeDecodeError as err:
+        if len(head) == 1 << 16 and err.start > len(head) - 4:
+            text = head[: err.start].decode("utf-8")  # a character cut by the 64 KiB read
+        else:
+            return f"it is not UTF-8 text (byte {err.start})"
+    if kind == "json":
+        first = next((line for line in text.splitlines() if line.strip()), "")
+        if first.lstrip().startswith("["):
+            return None  # a JSON array: its records are checked as the builder reads them
+        try:
+            record = json.loads(first)
+        except (json.JSONDecodeError, RecursionError) as err:
+            return f"row 1 is not a JSON object ({err})"
+        if not isinstance(record, dict) or text_column not in record:
+            return f"row 1 has no field {text_column!r} (choose the text field with --text-column)"
+        if record[text_column] is not None and not isinstance(record[text_column], str):
+            value = record[text_column]
+            return f"row 1's {text_column!r} is {type(value).__name__} {json.dumps(value)[:40]}, not text"
+    if kind == "csv":
+        import csv
+
+        header = next(csv.reader(text.splitlines()[:1]), [])
+        if text_column not in header:
+            return f"its header has no column {text_column!r} (columns: {header}; choose one with --text-column)"
+        if len(head) < 1 << 16:  # the whole file was read: every row parses, or the first that does not is named
+            reader = csv.reader(text.splitlines(keepends=True), strict=True)
+            try:
+                for _ in reader:
+                    pass
+            except csv.Error as err:
+                return f"row {reader.line_num} is not valid CSV ({err})"
+    return None
+
+
+def is_data_fault(error: BaseException) -> bool:
+    """Whether an exception raised while a data file was read is the file's fault (truncated or damaged compression,
+    bytes that are not UTF-8, a JSON, CSV or Parquet parse error), not the program's."""
+    import json
+    import lzma
+    import zlib
+
+    if isinstance(error, (EOFError, UnicodeDecodeError, zlib.error, lzma.LZMAError, json.JSONDecodeError)):
+        return True
+    return type(error).__module__.split(".")[0] in ("pyarrow", "pandas") or type(error).__name__ == "BadGzipFile"
+
+
+def damaged_file(dataset) -> Path | None:
+    """After a data fault: the first local compressed file of `dataset` (files, folders, globs) that does not
+    decompress to its end, found by reading each whole (only done once something failed), or None."""
+    specs = _expand_globs(dataset)
+    if not specs or not all(Path(spec).expanduser().exists() for spec in specs):
+        return None
+    for paths in _local_text_files(specs).values():
+        for path in paths:
+            if path.suffix.lower() not in _COMPRESSION:
+                continue
+            try:
+                handle = _open_maybe_compressed(path)
+                if handle is None:
+                    continue
+                with handle:
+                    while handle.read(1 << 24):
+                        pass
+            except (OSError, EOFError, ValueError):
+                return path
+    return None
+
+
+def data_fault_message(dataset, error: BaseException, when: str = "") -> str:
+    """One line for a data fault met while reading `dataset`: the damaged file when one is found, the error, the fix."""
+    damaged = damaged_file(dataset)
+    where = (
+        f"{damaged} is damaged or truncated" if damaged else f"reading {list(dataset) or ['(embedded corpus)']} failed"
+    )
+    return f"{where}{when} ({type(error).__name__}: {error}); fix or remove the file"
+
+
+def check_local_files(files: dict[str, list[Path]], text_column: str = "text") -> None:
+    """Every local data file of a run, checked at its start before anything is read for training, as its builder
+    reads it: a fault is a ValueError naming the file (and the row) and the fix, not a traceback from the builder
+    later, or in the middle of a streamed run."""
+    for paths in files.values():
+        for path in paths:
+            kind = file_format(path, {**TEXT_FORMATS, **TABLE_FORMATS})
+            problem = _first_record_problem(path, kind, text_column)
+            if problem:
+                raise ValueError(f"cannot read {path}: {problem}; fix or remove the file")
+
+
+def mixed_types_hint(split: str, paths) -> str:
+    """The one-line refusal of a split whose files are of several types, with what to do instead."""
+    kinds = sorted({file_format(p, {**TEXT_FORMATS, **TABLE_FORMATS}) for p in paths})
+    return (
+        f"split {split!r} mixes file types {kinds} ({len(paths)} files): datasets reads one type per split; give the "
+        f"files of one type (a glob such as 'shards/*.{kinds[0]}'), or convert the others"
+    )
 
 
 def load_text_corpus(
@@ -203,6 +361,7 @@ def load_text_corpus(
         files.pop("test", None)
         if "train" not in files:
             raise ValueError(f"no training files among {specs} (files named test* / validation* are not training)")
+        check_local_files(files, text_column)
         splits = {}
         for split, paths in files.items():
             kind, extra = _text_builder(split, paths)
@@ -236,7 +395,7 @@ def load_text_corpus(
         ds = ds.select_columns([text_column])
         if text_column != "text":
             ds = ds.rename_column(text_column, "text")
-        ds = ds.filter(lambda ex: bool(ex["text"] and ex["text"].strip()), desc=f"Dropping empty {split}")
+        ds = ds.filter(lambda ex: _is_document(ex["text"], origin), desc=f"Dropping empty {split}")
         raw[split] = ds.map(lambda ex: {"text": ex["text"].strip()}, desc=f"Stripping {split}")
     if max_train_documents is not None:
         raw["train"] = raw["train"].select(range(min(max_train_documents, len(raw["train"]))))
@@ -252,6 +411,16 @@ def load_text_corpus(
         if len(raw[split]) == 0:
             raise ValueError(f"split {split!r} of {origin} has no non-empty documents")
     return DatasetDict({"train": raw["train"], "validation": raw["validation"]})
+
+
+def _is_document(text, origin: str) -> bool:
+    """Whether a text value is a document to keep (not empty); a value that is not text is refused."""
+    if text is not None and not isinstance(text, str):
+        raise ValueError(
+            f"{origin}: a text value is {type(text).__name__} {str(text)[:40]}, not text; choose the text column with "
+            "--text-column, or fix the data"
+        )
+    return bool(text and text.strip())
 
 
 def held_out(text: str, share: float) -> bool:
@@ -291,6 +460,7 @@ def load_text_stream(
         files.pop("test", None)
         if "train" not in files:
             raise ValueError(f"no training files among {specs} (files named test* / validation* are not training)")
+        check_local_files(files, text_column)
     elif len(specs) == 1:
         files = None
     else:
@@ -324,7 +494,7 @@ def load_text_stream(
         stream = stream.select_columns([text_column])
         if text_column != "text":
             stream = stream.rename_column(text_column, "text")
-        stream = stream.filter(lambda ex: bool(ex["text"] and ex["text"].strip()))
+        stream = stream.filter(lambda ex, origin=f"split {split!r}": _is_document(ex["text"], origin))
         streams[split] = stream.map(lambda ex: {"text": ex["text"].strip()})
     if "validation" not in streams:
         if not 0.0 < held_out_share < 1.0:

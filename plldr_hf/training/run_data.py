@@ -96,6 +96,13 @@ def prepare_tokenizer_and_data(options: TrainOptions, tokenizer=None, load_saved
             tokens += len(tokenizer(row["text"], add_special_tokens=False, verbose=False)["input_ids"]) + 1
             if tokens >= (max_eval_blocks + 1) * options.block_size:
                 break
+        if tokens < options.block_size + 1:
+            raise ValueError(
+                f"the streamed validation data of {options.dataset or 'the embedded corpus'} holds {len(texts)} "
+                f"document(s), {tokens} tokens: not one block of "
+                f"{options.block_size}; add a validation* file with more text, or give more documents (without one, "
+                "1 % of them are held out by a hash of their text)"
+            )
         validation_docs = Dataset.from_dict({"text": texts})
         train_blocks = pack_stream(train_docs, tokenizer, options.block_size, padding_free=options.padding_free)
     elif options.padding_free:

@@ -96,3 +96,30 @@ def test_agf_exports_to_onnx_with_dynamic_batch_and_lengths(tmp_path, variant):
         expected = model(ids, mask, decoder_ids).numpy()
     inputs = {"input_ids": ids, "attention_mask": mask, "decoder_input_ids": decoder_ids}
     assert np.abs(_onnx_logits(tmp_path / "model.onnx", inputs) - expected).max() <= 1e-5
+
+
+def test_exported_pldrllm_keeps_the_position_bound(tmp_path):
+    """Eager refuses a sequence past the reference RoPE table (`max_position_embeddings`); so does the export:
+    `torch.export` refuses a length range past it, its program refuses a longer input, and the ONNX graph reads the
+    positions through an index of the table's length, which onnxruntime refuses past the end."""
+    torch.manual_seed(0)
+    model = _CausalLogits(PldrllmForCausalLM(tiny_config(max_position_embeddings=16)).eval())
+    traced = _padded(2, 7, 0, seed=0)
+    long = _padded(2, 24, 0, seed=1)
+    with pytest.raises(ValueError, match="exceeds max_position_embeddings=16"):
+        model(*long)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with pytest.raises(Exception, match=r"l <= 64.*L\['input_ids'\]\.size\(\)\[1\] <= 16"):
+            export(model, traced, dynamic_shapes=({0: BATCH, 1: Dim("l", min=2, max=64)},) * 2)
+        within = ({0: BATCH, 1: Dim("l", min=2, max=16)},) * 2
+        program = export(model, traced, dynamic_shapes=within)
+        torch.onnx.export(model, traced, tmp_path / "model.onnx", dynamo=True, dynamic_shapes=within, verbose=False)
+    fits = _padded(2, 16, 0, seed=2)
+    with torch.no_grad():
+        assert torch.equal(program.module()(*fits), model(*fits))
+    with pytest.raises(Exception, match=r"<= 16"):
+        program.module()(*long)
+    ids, mask = long
+    with pytest.raises(Exception, match="invalid index"):
+        _onnx_logits(tmp_path / "model.onnx", {"input_ids": ids, "attention_mask": mask})

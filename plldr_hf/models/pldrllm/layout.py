@@ -98,6 +98,13 @@ def call_layout(
         position_ids = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)[:, -seq_len:]
     gram_weights = attention_mask[:, -seq_len:] if tracked and mask_2d and not fixed else None
 
+    if config.reference_rope and compiling and isinstance(past_len, int) and past_len == 0:
+        # in a traced graph (torch.export, ONNX, torch.compile) the bound is a symbolic check: export refuses a
+        # length range past the table, and the exported program refuses longer inputs, as eager does below
+        torch._check(
+            seq_len <= config.max_position_embeddings,
+            lambda: f"PLDR-LLM: sequence length exceeds max_position_embeddings={config.max_position_embeddings}",
+        )
     # a StaticCache reports its length as a tensor: the check would be a data-dependent branch under torch.compile
     if config.reference_rope and not compiling:
         # the longest position decides (a packed row may be longer than any of its sequences)
@@ -119,6 +126,10 @@ def call_layout(
             )
     if position_ids is None:
         position_ids = torch.arange(seq_len, device=device)[None] + past_len
+    if config.reference_rope and compiling:
+        # the table's bound inside the graph: positions read through an index of the table's length, which a runtime
+        # that keeps no shape ranges (onnxruntime) still refuses past the end (its Gather's bounds check)
+        position_ids = torch.arange(config.max_position_embeddings, device=device)[position_ids]
     plga = PlgaCall(
         gram_weights=gram_weights,
         segment_ids=segment_ids,

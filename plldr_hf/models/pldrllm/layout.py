@@ -101,10 +101,8 @@ def call_layout(
     if config.reference_rope and compiling and isinstance(past_len, int) and past_len == 0:
         # in a traced graph (torch.export, ONNX, torch.compile) the bound is a symbolic check: export refuses a
         # length range past the table, and the exported program refuses longer inputs, as eager does below
-        torch._check(
-            seq_len <= config.max_position_embeddings,
-            lambda: f"PLDR-LLM: sequence length exceeds max_position_embeddings={config.max_position_embeddings}",
-        )
+        limit = int(config.max_position_embeddings)  # a constant, as torch.compile wants the message's closure
+        torch._check(seq_len <= limit, lambda: f"PLDR-LLM: sequence length exceeds max_position_embeddings={limit}")
     # a StaticCache reports its length as a tensor: the check would be a data-dependent branch under torch.compile
     if config.reference_rope and not compiling:
         # the longest position decides (a packed row may be longer than any of its sequences)

@@ -59,7 +59,9 @@ def write_file(path, write) -> Path:
     replaces `path` (a rename); a fault leaves neither a half-written file nor a changed `path`, and is one line
     naming the path and the cause."""
     path = Path(path)
-    staging = path.parent / f".{path.name}.partial-{os.getpid()}{path.suffix}"
+    # the name ends as the path does, so a writer that reads the format off the suffix (matplotlib) sees the same one,
+    # none included
+    staging = path.parent / f".partial-{os.getpid()}-{path.name}"
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         write(staging)

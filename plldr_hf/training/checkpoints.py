@@ -107,6 +107,30 @@ def _check_torch_archive(path: Path) -> None:
         raise ValueError(f"checkpoint file {path} is corrupt or truncated: {err}") from err
     if damaged is not None:
         raise ValueError(f"checkpoint file {path} is corrupt: entry {damaged} fails its CRC check")
+    import torch
+
+    # what unpickling would import, read without unpickling: Trainer's files need nothing beyond tensors and, for the
+    # random-number state, numpy arrays (which Trainer allows); anything else would be refused by its weights-only load
+    # with a traceback, or was written to run code
+    try:
+        needed = torch.serialization.get_unsafe_globals_in_checkpoint(str(path))
+    except Exception as err:  # a pickle it cannot scan
+        raise ValueError(f"checkpoint file {path} is not a readable torch archive ({err})") from err
+    foreign = [name for name in needed if name not in _NUMPY_GLOBALS and not name.startswith("numpy.dtypes.")]
+    if foreign:
+        raise ValueError(
+            f"checkpoint file {path} refers to {', '.join(foreign[:3])}, which a weights-only load refuses: it was "
+            "not written by Trainer (or was changed since); resume from another checkpoint"
+        )
+
+
+# the numpy names in Trainer's `rng_state.pth`, which its weights-only load allows
+_NUMPY_GLOBALS = (
+    "numpy.ndarray",
+    "numpy.dtype",
+    "numpy.core.multiarray._reconstruct",
+    "numpy._core.multiarray._reconstruct",
+)
 
 
 def resolve_checkpoint(

@@ -36,6 +36,8 @@ def run(args) -> int:
     try:
         model = load_model(args.model_dir, model_type="agf")
         output = Path(args.output) if args.output else Path(args.model_dir) / "agf_coefficients.png"
+        if not output.suffix:
+            output = output.with_suffix(".png")  # as matplotlib names a file without a format suffix
         path = write_file(
             output, lambda target: plot_coefficient_curves(model, target, max_distance=args.max_distance)
         )

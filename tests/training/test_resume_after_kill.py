@@ -66,3 +66,31 @@ def test_corrupt_checkpoint_gets_an_error_naming_the_file(tmp_path, capsys):
     assert main([*argv, "--output-dir", str(out), "--resume", str(out / "checkpoint-3")]) == 2
     err = capsys.readouterr().err
     assert "model.safetensors" in err and "corrupt or truncated" in err
+
+
+class _RunsCode:
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (os.system, (f"touch {self.marker}",))
+
+
+@pytest.mark.parametrize("name", ["optimizer.pt", "scheduler.pt", "rng_state.pth"])
+def test_a_checkpoint_file_that_would_run_code_is_refused_in_one_line_without_running_it(tmp_path, capsys, name):
+    import torch
+
+    from plldr_hf.cli import main
+
+    out = tmp_path / "run"
+    at = FLAGS.index("--max-steps")
+    argv = [*FLAGS[: at + 1], "3", *FLAGS[at + 2 :]]
+    assert main([*argv, "--output-dir", str(out)]) == 0
+    marker = tmp_path / "ran"
+    torch.save({"state": _RunsCode(marker)}, out / "checkpoint-3" / name)
+    capsys.readouterr()
+    assert main([*argv, "--output-dir", str(out), "--resume", str(out / "checkpoint-3")]) == 2
+    err = capsys.readouterr().err
+    assert name in err and "weights-only load refuses" in err and "Traceback" not in err
+    assert len([line for line in err.splitlines() if line.strip()]) == 1
+    assert not marker.exists()

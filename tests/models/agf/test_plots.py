@@ -67,3 +67,15 @@ def test_initial_curves_and_how_far_training_moved_them():
         model.coefficient_curves(8, initial=True)[next(iter(initial))][1], initial[next(iter(initial))][1]
     )
     assert coefficient_change(tiny_agf(position_encoding="rope")) is None
+
+
+def test_plot_agf_writes_a_png_whatever_the_output_suffix(tmp_path, capsys):
+    from plldr_hf.cli import main
+    from tests.utils import tiny_agf
+
+    tiny_agf().save_pretrained(tmp_path / "model")
+    for given, written in (("curves.png", "curves.png"), ("curves", "curves.png"), ("curves.pdf", "curves.pdf")):
+        assert main(["plot-agf", str(tmp_path / "model"), "--output", str(tmp_path / given)]) == 0
+        assert capsys.readouterr().out.strip() == str(tmp_path / written)
+        assert (tmp_path / written).stat().st_size > 0
+    assert not list(tmp_path.glob(".partial-*"))

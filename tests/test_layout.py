@@ -3,6 +3,7 @@ holds its remote code and its package-side modules, nothing imports in a circle,
 except the modeling files, and tests and examples use public code only."""
 
 import ast
+import dataclasses
 import inspect
 from pathlib import Path
 
@@ -142,27 +143,38 @@ def test_tests_and_examples_use_public_names_only():
                 assert not any(n.startswith("plldr_hf_cli") for n in imported_modules(path)), path
 
 
-def test_every_family_descriptor_is_complete_and_its_entry_points_import():
+def test_every_family_descriptor_is_complete_and_names_no_training_code():
     for name, family in FAMILIES.items():
         assert family.model_type == name == family.config_class.model_type
         assert family.model_class.config_class is family.config_class
         assert family.decoder_layer_class.__name__ in family.model_class._no_split_modules
         assert (PACKAGE / "model_cards" / family.card.template).is_file()
+        assert not any(callable(getattr(family, f.name)) and "training" in getattr(getattr(family, f.name), "__module__", "")
+                       for f in dataclasses.fields(family))  # fmt: skip
+    # no string names a training module inside the model families (an upward dependency a reader cannot see)
+    for path in python_files(PACKAGE / "models"):
+        assert "plldr_hf.training" not in path.read_text(encoding="utf-8"), path
 
-    # one signature per entry point, so one command path calls every family's
+
+def test_both_pipelines_take_one_signature():
+    # one signature, so `plldr_hf.training.run.train` calls either the same way
+    from plldr_hf.evaluation import perplexity
+    from plldr_hf.training.causal_lm import train_causal_lm
+    from plldr_hf.training.seq2seq import train_translation
+    from plldr_hf.training.translation_trainer import evaluate_translation
+
     def shape(function):
         signature = inspect.signature(function)
         parameters = [(p.name, p.kind, p.default) for p in signature.parameters.values()]
         return parameters, signature.return_annotation
 
-    trains = {name: shape(family.train.function) for name, family in FAMILIES.items()}
-    assert len({repr(shape) for shape in trains.values()}) == 1, trains
-    parameters, returns = next(iter(trains.values()))
-    assert [p[0] for p in parameters] == ["options", "tokenizer", "callbacks"] and returns == "RunReport", trains
-    for name, family in FAMILIES.items():
-        evaluate = inspect.signature(family.evaluate.function)
-        assert list(evaluate.parameters)[:3] == ["model", "tokenizer", "data"], (name, evaluate)
-        assert evaluate.parameters["batch_size"].kind is inspect.Parameter.KEYWORD_ONLY, (name, evaluate)
+    assert shape(train_causal_lm) == shape(train_translation)
+    parameters, returns = shape(train_causal_lm)
+    assert [p[0] for p in parameters] == ["options", "tokenizer", "callbacks"] and returns == "RunReport"
+    for evaluate in (perplexity, evaluate_translation):
+        signature = inspect.signature(evaluate)
+        assert list(signature.parameters)[:3] == ["model", "tokenizer", "data"], evaluate
+        assert signature.parameters["batch_size"].kind is inspect.Parameter.KEYWORD_ONLY, evaluate
 
 
 def test_only_training_builds_training_arguments():

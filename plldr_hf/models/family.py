@@ -5,14 +5,12 @@ collects them. The loader (`plldr_hf.loading`), the Hub code (`plldr_hf.hub`), t
 this record instead of keeping their own tables or testing `model_type`, so a new family is one folder plus one
 line in `plldr_hf/models/__init__.py`.
 
-Entry points into training and evaluation are `EntryPoint` callables that import their function on first call:
-the model families never import the training code, which imports them. Every family's `train` and `evaluate` take
-the same arguments (see `ModelFamily`), so one command path serves them all.
+The families name no training or evaluation code: data flows one way (models ← training ← commands), and the code
+that trains or scores a family imports it (the `train` of `training/run.py` dispatches on the options' class).
 """
 
 from __future__ import annotations
 
-import importlib
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -20,23 +18,7 @@ from pathlib import Path
 from typing import Any
 
 
-__all__ = ["EntryPoint", "ModelCard", "ModelFamily"]
-
-
-@dataclass(frozen=True)
-class EntryPoint:
-    """A function of the package named as `"module:function"`, imported when first called (so a model family can
-    name training code without importing it) and then called with the arguments given."""
-
-    target: str
-
-    @property
-    def function(self) -> Callable:
-        module, _, name = self.target.partition(":")
-        return getattr(importlib.import_module(module), name)
-
-    def __call__(self, *args, **kwargs):
-        return self.function(*args, **kwargs)
+__all__ = ["ModelCard", "ModelFamily"]
 
 
 @dataclass(frozen=True)
@@ -77,10 +59,6 @@ class ModelFamily:
         decoder_layer_class: the repeated block, one FSDP unit and one `_no_split_modules` entry.
         card: what its model cards say (`ModelCard`).
         pipelines: task → pipeline class that a Hub repo of the family ships as custom code (`custom_pipelines`).
-        train: trains a model of the family: `train(options, *, tokenizer=None, callbacks=()) -> RunReport`, with
-            the family's resolved options (`plldr_hf.training.run.train` calls it).
-        evaluate: scores one on prepared data: `evaluate(model, tokenizer, data, *, batch_size, **settings) -> dict`
-            (PLDR-LLM: packed blocks → perplexity; AGF: a translation split → BLEU, chrF, accuracy).
         lora_target_modules: the modules PEFT adapts when a `LoraConfig` names none (registered with PEFT on
             import; the attention's query and value projections, as PEFT's defaults for Llama and Marian).
     """
@@ -93,8 +71,6 @@ class ModelFamily:
     decoder_layer_class: type
     card: ModelCard
     pipelines: dict[str, type] = field(default_factory=dict)
-    train: EntryPoint | None = None
-    evaluate: EntryPoint | None = None
     lora_target_modules: tuple[str, ...] = ()
 
     @property

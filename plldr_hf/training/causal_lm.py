@@ -25,10 +25,11 @@ from pathlib import Path
 from plldr_hf.evaluation import perplexity_from_metrics
 from plldr_hf.plots import loss_curves_skipped, plot_loss_curves
 from plldr_hf.training.checkpoints import check_data_unchanged, resolve_checkpoint
-from plldr_hf.training.corpus import data_fault_message, is_data_fault
+from plldr_hf.training.corpus import data_fault_message
+from plldr_hf.training.data_checks import is_data_fault
 from plldr_hf.training.options import TrainOptions
 from plldr_hf.training.recipes import causal_lm_recipe, seconds_per_step
-from plldr_hf.training.run import RunReport, collect_warnings
+from plldr_hf.training.report import RunReport, collect_warnings
 from plldr_hf.training.run_data import prepare_tokenizer_and_data
 from plldr_hf.training.start import starting_point
 
@@ -156,7 +157,7 @@ def _train_causal_lm(options: TrainOptions, tokenizer, callbacks) -> RunReport:
         train_result = trainer.train(resume_from_checkpoint=checkpoint)
     except Exception as error:
         if options.streaming and is_data_fault(error):
-            # a streamed file damaged past the start `corpus.check_local_files` reads: say which data and when
+            # a streamed file damaged past the start `data_checks.check_local_files` reads: say which data and when
             when = f" (after step {trainer.state.global_step}; resume with --resume once fixed)"
             raise ValueError(data_fault_message(options.dataset, error, when)) from error
         raise

@@ -28,6 +28,16 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from plldr_hf.training.data_checks import (
+    COMPRESSION_SUFFIXES,
+    TABLE_FORMATS,
+    TEXT_FORMATS,
+    TRANSLATION_FORMATS,
+    check_local_files,
+    file_format,
+    mixed_types_hint,
+    open_maybe_compressed,
+)
 from plldr_hf.training.options import is_wmt17
 
 
@@ -68,10 +78,6 @@ SPLIT_ALIASES = {
     "test": "test",
 }
 # file suffix → `datasets` builder; text files only for the causal-LM corpus
-TEXT_FORMATS = {".txt": "text", ".text": "text", ".md": "text"}
-TABLE_FORMATS = {".json": "json", ".jsonl": "json", ".parquet": "parquet", ".csv": "csv"}
-TRANSLATION_FORMATS = {".json": "json", ".jsonl": "json", ".parquet": "parquet"}
-_COMPRESSION = (".gz", ".bz2", ".xz", ".zst")
 
 
 def embedded_data_path(*parts: str) -> Path:
@@ -85,22 +91,6 @@ def embedded_data_path(*parts: str) -> Path:
     if not path.exists():
         raise FileNotFoundError(f"embedded data file {path} is missing; reinstall plldr_hf (package data `data/**`)")
     return path
-
-
-def file_format(path: Path, formats: dict[str, str]) -> str:
-    """The `datasets` builder (`text`, `json`, `parquet`, `csv`) of a file, from its suffix before any compression
-    suffix; a clear error naming the accepted types otherwise."""
-    suffixes = [s.lower() for s in path.suffixes]
-    if suffixes and suffixes[-1] in _COMPRESSION:
-        suffixes = suffixes[:-1]
-    kind = formats.get(suffixes[-1] if suffixes else "")
-    if kind is None:
-        accepted = ", ".join(sorted(formats))
-        raise ValueError(
-            f"cannot read {path}: unsupported file type {''.join(path.suffixes) or '(none)'}; use {accepted} "
-            "(optionally compressed: .gz)"
-        )
-    return kind
 
 
 def _is_data_file(path: Path, formats: dict[str, str]) -> bool:
@@ -161,112 +151,6 @@ def _text_builder(split: str, paths) -> tuple[str, dict]:
     return kind, {"sample_by": "paragraph"} if kind == "text" else {}
 
 
-def _open_maybe_compressed(path: Path):
-    """A binary file object of `path`, decompressed by its suffix (.gz, .bz2, .xz; .zst when zstandard is there)."""
-    suffix = path.suffix.lower()
-    if suffix == ".gz":
-        import gzip
-
-        return gzip.open(path, "rb")
-    if suffix == ".bz2":
-        import bz2
-
-        return bz2.open(path, "rb")
-    if suffix == ".xz":
-        import lzma
-
-        return lzma.open(path, "rb")
-    if suffix == ".zst":
-        try:
-            import zstandard
-        except ImportError:
-            return None
-        return zstandard.open(path, "rb")
-    return open(path, "rb")
-
-
-def _first_record_problem(path: Path, kind: str, text_column: str) -> str | None:
-    """What is wrong with the start of one local data file, read as its builder reads it (None: nothing): empty, not
-    decompressible, not UTF-8, a first JSON line or CSV header without the text column, a first text value that is
-    not text, a Parquet file without its footer or the column."""
-    import json
-
-    if path.stat().st_size == 0:
-        return "it is empty"
-    if kind == "parquet":
-        try:
-            import pyarrow.parquet as pq
-
-            schema = pq.ParquetFile(path).schema_arrow
-        except Exception as err:  # pyarrow's own error types
-            return f"it is not a readable Parquet file ({type(err).__name__}: {err})"
-        if text_column not in schema.names:
-            return f"it has no column {text_column!r} (columns: {schema.names}; choose one with --text-column)"
-        if str(schema.field(text_column).type) not in ("string", "large_string", "string_view"):
-            return f"its column {text_column!r} holds {schema.field(text_column).type}, not text"
-        return None
-    try:
-        handle = _open_maybe_compressed(path)
-        if handle is None:
-            return None
-        with handle:
-            head = handle.read(1 << 16)
-            if kind != "text" and b"\n" not in head:
-                head += handle.readline(1 << 20)
-            if kind == "text" and path.suffix.lower() in _COMPRESSION:
-                # the text builder reads a whole file before its first paragraph: decompress it all now
-                while handle.read(1 << 24):
-                    pass
-    except (OSError, EOFError, ValueError) as err:  # gzip/lzma/bz2 raise these for damaged or truncated data
-        return f"it cannot be decompressed ({type(err).__name__}: {err})"
-    try:
-        text = head.decode("utf-8")
-    except UnicodeDecodeError as err:
-        if len(head) == 1 << 16 and err.start > len(head) - 4:
-            text = head[: err.start].decode("utf-8")  # a character cut by the 64 KiB read
-        else:
-            return f"it is not UTF-8 text (byte {err.start})"
-    if kind == "json":
-        first = next((line for line in text.splitlines() if line.strip()), "")
-        if first.lstrip().startswith("["):
-            return None  # a JSON array: its records are checked as the builder reads them
-        try:
-            record = json.loads(first)
-        except (json.JSONDecodeError, RecursionError) as err:
-            return f"row 1 is not a JSON object ({err})"
-        if not isinstance(record, dict) or text_column not in record:
-            return f"row 1 has no field {text_column!r} (choose the text field with --text-column)"
-        if record[text_column] is not None and not isinstance(record[text_column], str):
-            value = record[text_column]
-            return f"row 1's {text_column!r} is {type(value).__name__} {json.dumps(value)[:40]}, not text"
-    if kind == "csv":
-        import csv
-
-        header = next(csv.reader(text.splitlines()[:1]), [])
-        if text_column not in header:
-            return f"its header has no column {text_column!r} (columns: {header}; choose one with --text-column)"
-        if len(head) < 1 << 16:  # the whole file was read: every row parses, or the first that does not is named
-            reader = csv.reader(text.splitlines(keepends=True), strict=True)
-            try:
-                for _ in reader:
-                    pass
-            except csv.Error as err:
-                return f"row {reader.line_num} is not valid CSV ({err})"
-    return None
-
-
-def is_data_fault(error: BaseException) -> bool:
-    """Whether an exception raised while a data file was read is the file's fault (truncated or damaged compression,
-    bytes that are not UTF-8, a JSON, CSV or Parquet parse error), not the program's."""
-    import json
-    import lzma
-    import zlib
-
-    if isinstance(error, (EOFError, UnicodeDecodeError, zlib.error, lzma.LZMAError, json.JSONDecodeError)):
-        return True
-    return type(error).__module__.split(".")[0] in ("pyarrow", "pandas") or type(error).__name__ == "BadGzipFile"
-
-
 def damaged_file(dataset) -> Path | None:
     """After a data fault: the first local compressed file of `dataset` (files, folders, globs) that does not
     decompress to its end, found by reading each whole (only done once something failed), or None."""
@@ -275,10 +159,10 @@ def damaged_file(dataset) -> Path | None:
         return None
     for paths in _local_text_files(specs).values():
         for path in paths:
-            if path.suffix.lower() not in _COMPRESSION:
+            if path.suffix.lower() not in COMPRESSION_SUFFIXES:
                 continue
             try:
-                handle = _open_maybe_compressed(path)
+                handle = open_maybe_compressed(path)
                 if handle is None:
                     continue
                 with handle:
@@ -296,27 +180,6 @@ def data_fault_message(dataset, error: BaseException, when: str = "") -> str:
         f"{damaged} is damaged or truncated" if damaged else f"reading {list(dataset) or ['(embedded corpus)']} failed"
     )
     return f"{where}{when} ({type(error).__name__}: {error}); fix or remove the file"
-
-
-def check_local_files(files: dict[str, list[Path]], text_column: str = "text") -> None:
-    """Every local data file of a run, checked at its start before anything is read for training, as its builder
-    reads it: a fault is a ValueError naming the file (and the row) and the fix, not a traceback from the builder
-    later, or in the middle of a streamed run."""
-    for paths in files.values():
-        for path in paths:
-            kind = file_format(path, {**TEXT_FORMATS, **TABLE_FORMATS})
-            problem = _first_record_problem(path, kind, text_column)
-            if problem:
-                raise ValueError(f"cannot read {path}: {problem}; fix or remove the file")
-
-
-def mixed_types_hint(split: str, paths) -> str:
-    """The one-line refusal of a split whose files are of several types, with what to do instead."""
-    kinds = sorted({file_format(p, {**TEXT_FORMATS, **TABLE_FORMATS}) for p in paths})
-    return (
-        f"split {split!r} mixes file types {kinds} ({len(paths)} files): datasets reads one type per split; give the "
-        f"files of one type (a glob such as 'shards/*.{kinds[0]}'), or convert the others"
-    )
 
 
 def load_text_corpus(

@@ -50,7 +50,7 @@ from plldr_hf.training.callbacks import TestScoresCallback, add_run_callbacks
 from plldr_hf.training.checkpoints import check_data_unchanged, resolve_checkpoint
 from plldr_hf.training.options import TranslationOptions
 from plldr_hf.training.recipes import seconds_per_step, translation_recipe
-from plldr_hf.training.run import RunReport, collect_warnings
+from plldr_hf.training.report import RunReport, collect_warnings
 from plldr_hf.training.run_data import prepare_translation_data
 from plldr_hf.training.start import starting_point
 from plldr_hf.training.translation_trainer import (

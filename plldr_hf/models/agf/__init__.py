@@ -11,7 +11,7 @@ no built-in "translation" pipeline. `plots.py` (the coefficient curves) is packa
 from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM
 
 from plldr_hf._compat import register_translation_pipeline
-from plldr_hf.models.family import EntryPoint, ModelCard, ModelFamily
+from plldr_hf.models.family import ModelCard, ModelFamily
 
 from .configuration_agf import AgfConfig
 from .modeling_agf import AgfDecoderLayer, AgfForConditionalGeneration, AgfModel, AgfPreTrainedModel
@@ -74,8 +74,6 @@ FAMILY = ModelFamily(
         architecture=_card_architecture,
     ),
     pipelines={"translation": AgfTranslationPipeline},
-    train=EntryPoint("plldr_hf.training.seq2seq:train_translation"),
-    evaluate=EntryPoint("plldr_hf.training.translation_trainer:evaluate_translation"),
     lora_target_modules=("q_proj", "v_proj"),
 )
 

@@ -22,7 +22,7 @@ from transformers import (
 )
 
 from plldr_hf._compat import register_question_answering_pipeline, register_tokenizer_for_model_type
-from plldr_hf.models.family import EntryPoint, ModelCard, ModelFamily
+from plldr_hf.models.family import ModelCard, ModelFamily
 from plldr_hf.models.pldrllm.configuration_pldrllm import PldrllmConfig
 from plldr_hf.models.pldrllm.modeling_pldrllm import (
     PldrllmCacheLayer,
@@ -108,8 +108,6 @@ FAMILY = ModelFamily(
         architecture=_card_architecture,
         config_tags=lambda config: ["collapsed"] if config.collapsed else [],
     ),
-    train=EntryPoint("plldr_hf.training.causal_lm:train_causal_lm"),
-    evaluate=EntryPoint("plldr_hf.evaluation:perplexity"),
     # PEFT's usual choice for attention models (q and v); the metric learner (`reslayerAs.*`) and the PLGA tensors
     # are adapted only when a LoraConfig names them (examples/lora_finetune_pldr_llm.py)
     lora_target_modules=("wq", "wv"),

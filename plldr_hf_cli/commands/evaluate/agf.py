@@ -33,11 +33,8 @@ def run(args: argparse.Namespace, config: dict) -> int:
     import torch
 
     from plldr_hf.loading import load_model, load_tokenizer
-    from plldr_hf.models import FAMILIES
     from plldr_hf.training.corpus import load_translation_dataset, take_subset
-    from plldr_hf.training.translation_trainer import format_scores
-
-    evaluate_translation = FAMILIES["agf"].evaluate
+    from plldr_hf.training.translation_trainer import evaluate_translation, format_scores
 
     model = load_model(args.model_dir, model_type="agf")
     tokenizer = load_tokenizer(args.model_dir, model_config=model.config)

@@ -96,8 +96,8 @@ def documents_to_score(args: argparse.Namespace) -> dict:
 
 
 def run(args: argparse.Namespace, config: dict) -> int:
+    from plldr_hf.evaluation import perplexity
     from plldr_hf.loading import load_model, load_tokenizer
-    from plldr_hf.models import FAMILIES
     from plldr_hf.training.preprocessing import pack_into_blocks
 
     model = load_model(args.model_dir, model_type="pldrllm")
@@ -107,7 +107,7 @@ def run(args: argparse.Namespace, config: dict) -> int:
     results = {}
     for name, (data, documents) in splits.items():
         blocks = pack_into_blocks(documents, tokenizer, block_size, max_blocks=args.max_blocks or args.max_samples)
-        scores = FAMILIES["pldrllm"].evaluate(model, tokenizer, blocks, batch_size=args.batch_size)
+        scores = perplexity(model, tokenizer, blocks, batch_size=args.batch_size)
         results[name] = {**scores, "data": data}
         if args.format == "table":
             print(

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 from dataclasses import asdict
 from pathlib import Path
 
@@ -113,7 +114,8 @@ def _train_causal_lm(options: TrainOptions, tokenizer, callbacks) -> RunReport:
             )
         eval_blocks = data.validation.select(range(len(data.validation) - len(data.validation) % per_eval))
         if is_main and checkpoint is None:
-            options_file.write_text(json.dumps(asdict(options), indent=2))
+            # the working directory resolves the run's relative data paths later (`plldr-hf evaluate` of the model)
+            options_file.write_text(json.dumps({**asdict(options), "working_directory": os.getcwd()}, indent=2))
             # a PldrllmTokenizer writes its SentencePiece model next to it as `tokenizer.model`
             data.tokenizer.save_pretrained(out)
 

@@ -114,7 +114,7 @@ def _embedded_shakespeare() -> dict[str, list[str]]:
     return {split: [str(embedded_data_path("en_shakespeare", f"{split}.txt.gz"))] for split in ("train", "validation")}
 
 
-def _expand_globs(dataset) -> list[str]:
+def expand_globs(dataset) -> list[str]:
     """`--dataset` entries with each glob (`shards/*.parquet`) replaced by the files it matches, in name order."""
     import glob
 
@@ -154,7 +154,7 @@ def _text_builder(split: str, paths) -> tuple[str, dict]:
 def damaged_file(dataset) -> Path | None:
     """After a data fault: the first local compressed file of `dataset` (files, folders, globs) that does not
     decompress to its end, found by reading each whole (only done once something failed), or None."""
-    specs = _expand_globs(dataset)
+    specs = expand_globs(dataset)
     if not specs or not all(Path(spec).expanduser().exists() for spec in specs):
         return None
     for paths in _local_text_files(specs).values():
@@ -215,7 +215,7 @@ def load_text_corpus(
     """
     from datasets import DatasetDict, load_dataset
 
-    specs = _expand_globs(dataset)
+    specs = expand_globs(dataset)
     if not specs or (len(specs) == 1 and specs[0].lower() == "shakespeare" and not Path(specs[0]).exists()):
         raw = load_dataset("text", data_files=_embedded_shakespeare(), sample_by="paragraph", cache_dir=cache_dir)
         origin = "the embedded Shakespeare corpus"
@@ -286,6 +286,29 @@ def _is_document(text, origin: str) -> bool:
     return bool(text and text.strip())
 
 
+def read_documents(dataset, text_column: str = "text"):
+    """Every document of local files, folders or globs (each format `train` reads, compressed too), whatever split
+    their names give: one `Dataset` with column `text`, empty documents dropped. For scoring a model on files whole."""
+    from datasets import concatenate_datasets
+
+    specs = expand_globs(dataset)
+    missing = [spec for spec in specs if not Path(spec).expanduser().exists()]
+    if missing:
+        raise FileNotFoundError(f"no such file or folder: {', '.join(missing)}")
+    files = _local_text_files(specs)
+    check_local_files(files, text_column)
+    parts = []
+    for split, paths in files.items():
+        kind, extra = _text_builder(split, paths)
+        part = read_data_files(kind, paths, None, **extra).select_columns([text_column])
+        if text_column != "text":
+            part = part.rename_column(text_column, "text")
+        origin = ", ".join(str(p) for p in paths)
+        part = part.filter(lambda ex, origin=origin: _is_document(ex["text"], origin), desc="Dropping empty documents")
+        parts.append(part.map(lambda ex: {"text": ex["text"].strip()}, desc="Stripping documents"))
+    return concatenate_datasets(parts)
+
+
 def held_out(text: str, share: float) -> bool:
     """Whether a document belongs to the held-out validation slice of a stream without a validation split: a hash of
     its text falls in the first `share` of the range. The rule needs no position in the stream, so every process
@@ -314,7 +337,7 @@ def load_text_stream(
     """
     from datasets import load_dataset
 
-    specs = _expand_globs(dataset)
+    specs = expand_globs(dataset)
     if not specs or (len(specs) == 1 and specs[0].lower() == "shakespeare" and not Path(specs[0]).exists()):
         files = {"train": [Path(p) for p in _embedded_shakespeare()["train"]]}
         files["validation"] = [Path(p) for p in _embedded_shakespeare()["validation"]]

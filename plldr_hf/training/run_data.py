@@ -45,7 +45,6 @@ def prepare_tokenizer_and_data(options: TrainOptions, tokenizer=None, load_saved
     distributed run, after the main one trained it), else trained on the training split (streaming: on its first
     `tokenizer_sample_documents` documents). Streamed, the training blocks are an `IterableDataset` read as training
     consumes it, and the validation blocks a fixed held-out slice (`max_eval_blocks`, default 256 blocks)."""
-    from datasets import Dataset
     from transformers import AutoTokenizer
 
     from plldr_hf.training.preprocessing import pack_into_blocks, pack_stream, split_into_documents, training_collator
@@ -87,23 +86,10 @@ def prepare_tokenizer_and_data(options: TrainOptions, tokenizer=None, load_saved
         )
     max_eval_blocks = options.max_eval_blocks
     if options.streaming:
-        max_eval_blocks = max_eval_blocks or 256
-        # a fixed held-out slice, read once: the first documents that fill the blocks (plus one, for what packing
-        # drops)
-        texts, tokens = [], 0
-        for row in validation_docs:
-            texts.append(row["text"])
-            tokens += len(tokenizer(row["text"], add_special_tokens=False, verbose=False)["input_ids"]) + 1
-            if tokens >= (max_eval_blocks + 1) * options.block_size:
-                break
-        if tokens < options.block_size + 1:
-            raise ValueError(
-                f"the streamed validation data of {options.dataset or 'the embedded corpus'} holds {len(texts)} "
-                f"document(s), {tokens} tokens: not one block of "
-                f"{options.block_size}; add a validation* file with more text, or give more documents (without one, "
-                "1 % of them are held out by a hash of their text)"
-            )
-        validation_docs = Dataset.from_dict({"text": texts})
+        max_eval_blocks = max_eval_blocks or STREAMED_EVAL_BLOCKS
+        validation_docs = streamed_validation_slice(
+            validation_docs, tokenizer, options.block_size, max_eval_blocks, options.dataset
+        )
         train_blocks = pack_stream(train_docs, tokenizer, options.block_size, padding_free=options.padding_free)
     elif options.padding_free:
         train_blocks = split_into_documents(train_docs, tokenizer, options.block_size, desc="Train documents")
@@ -114,6 +100,31 @@ def prepare_tokenizer_and_data(options: TrainOptions, tokenizer=None, load_saved
     )
     collator = training_collator(options.padding_free, tokenizer)
     return LanguageModelData(tokenizer, train_blocks, eval_blocks, collator)
+
+
+# validation blocks of a streamed run when `max_eval_blocks` sets none
+STREAMED_EVAL_BLOCKS = 256
+
+
+def streamed_validation_slice(documents, tokenizer, block_size: int, max_blocks: int, dataset=None):
+    """The fixed held-out slice a streamed run scores, read once: the first validation documents that fill
+    `max_blocks` blocks (plus one, for what packing drops), as a `Dataset` (column `text`). `plldr-hf evaluate` of a
+    streamed run's model reads the same slice."""
+    from datasets import Dataset
+
+    texts, tokens = [], 0
+    for row in documents:
+        texts.append(row["text"])
+        tokens += len(tokenizer(row["text"], add_special_tokens=False, verbose=False)["input_ids"]) + 1
+        if tokens >= (max_blocks + 1) * block_size:
+            break
+    if tokens < block_size + 1:
+        raise ValueError(
+            f"the streamed validation data of {dataset or 'the embedded corpus'} holds {len(texts)} document(s), "
+            f"{tokens} tokens: not one block of {block_size}; add a validation* file with more text, or give more "
+            "documents (without one, 1 % of them are held out by a hash of their text)"
+        )
+    return Dataset.from_dict({"text": texts})
 
 
 @dataclass

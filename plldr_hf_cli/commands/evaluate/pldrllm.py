@@ -2,9 +2,9 @@
 
 Documents are tokenised as in training (no BOS, `[END]` after each) and cut into fixed blocks; the perplexity is
 exp of the token-weighted mean cross-entropy over every predicted token. Default data: the embedded Shakespeare
-validation plays (`--split validation`, also used for `test`), or the corpus named in the folder's `run_options.json`
-(its held-out split, as in training); other `--dataset FILES` are scored whole, every paragraph of local text files
-(optionally .gz).
+validation plays (`--split validation`, also used for `test`), or the data named in the folder's `run_options.json`,
+resolved as training resolved it (its held-out split, or a streamed run's validation slice); other `--dataset` files,
+folders or globs in any format `train` reads are scored whole.
 """
 
 import argparse
@@ -37,54 +37,89 @@ def _training_run(model_dir: str) -> dict:
     return options if isinstance(options, dict) else {}
 
 
-def _same_files(a, b) -> bool:
+def _exists(spec: str) -> bool:
+    """Whether a `--dataset` entry names local data: an existing path, or a glob that matches a file."""
+    import glob
     from pathlib import Path
 
-    return sorted(str(Path(p).expanduser().resolve()) for p in a) == sorted(
-        str(Path(p).expanduser().resolve()) for p in b
-    )
+    expanded = str(Path(spec).expanduser())
+    return bool(glob.glob(expanded)) if glob.has_magic(expanded) else Path(expanded).exists()
+
+
+def trained_data(run: dict) -> list[str]:
+    """The run's `--dataset` entries as training resolved them: a relative path or glob not found from here is read
+    against the working directory the run was started in (recorded in `run_options.json`)."""
+    from pathlib import Path
+
+    where = run.get("working_directory")
+    resolved = []
+    for spec in run.get("dataset") or []:
+        if (
+            where
+            and not _exists(spec)
+            and not Path(spec).expanduser().is_absolute()
+            and _exists(str(Path(where) / spec))
+        ):
+            spec = str(Path(where) / spec)
+        resolved.append(spec)
+    return resolved
+
+
+def _same_data(a, b) -> bool:
+    from pathlib import Path
+
+    from plldr_hf.training.corpus import expand_globs
+
+    def files(specs):
+        return sorted(str(Path(p).expanduser().resolve()) for p in expand_globs(list(specs)))
+
+    return files(a) == files(b)
 
 
 def documents_to_score(args: argparse.Namespace) -> dict:
-    """Split name → (what it is, documents). The corpus the model was trained on (named in its `run_options.json`; the embedded
-    Shakespeare for a folder without one) is scored on the split it held out, as in training; any other `--dataset`
-    files are scored whole. The label says which, so a score never stands without its data."""
-    from pathlib import Path
-
-    from datasets import Dataset
-
-    from plldr_hf.training.corpus import TEXT_FORMATS, file_format, load_text_corpus, read_data_files
+    """Split name → (what it is, documents). The data the model was trained on (named in its `run_options.json`,
+    resolved as training resolved it; the embedded Shakespeare for a folder without one) is scored on the split it
+    held out, as in training: the held-out share of an in-memory run, the validation slice of a streamed one. Other
+    `--dataset` files (any format `train` reads) are scored whole. The label says which, so a score never stands
+    without its data."""
+    from plldr_hf.training.corpus import load_text_corpus, read_documents
 
     run = _training_run(args.model_dir)
-    trained_on = list(run.get("dataset") or [])
-    dataset = list(args.dataset or trained_on)
-    local = bool(dataset) and dataset != ["shakespeare"]
-    if local and not (trained_on and _same_files(dataset, trained_on)):
-        missing = [p for p in dataset if not Path(p).expanduser().is_file()]
-        if missing:
-            raise UsageError(f"--dataset: {', '.join(missing)} is not a file; give local text files to score")
+    trained_on = trained_data(run)
+    text_column = run.get("text_column", "text")
+    given = list(args.dataset or [])
+    if (
+        given
+        and given != ["shakespeare"]
+        and not (trained_on and all(map(_exists, given)) and _same_data(given, trained_on))
+    ):
         try:
-            for path in dataset:
-                file_format(Path(path), TEXT_FORMATS)  # plain text only, optionally compressed
-            texts = read_data_files("text", dataset, None, sample_by="paragraph")["text"]
-        except ValueError as error:  # another file type, empty, not UTF-8, a damaged .gz: names the file
+            documents = read_documents(given, text_column)
+        except (ValueError, FileNotFoundError) as error:  # a damaged or foreign file: named
             raise UsageError(f"--dataset: {error}") from error
-        documents = [text.strip() for text in texts if text.strip()]
-        if not documents:
-            raise UsageError(f"--dataset: no text in {', '.join(dataset)} (empty or blank lines only)")
-        return {"files": (f"all of {', '.join(dataset)}", Dataset.from_dict({"text": documents}))}
-    if local and any(not Path(p).expanduser().exists() for p in dataset):
-        raise UsageError(
-            f"the model was trained on {', '.join(dataset)}, which is not found from here; pass --dataset with its path"
+        if len(documents) == 0:
+            raise UsageError(f"--dataset: no text in {', '.join(given)} (empty or blank lines only)")
+        return {"files": (f"all of {', '.join(given)}", documents)}
+    dataset = given or trained_on
+    local = bool(dataset) and dataset != ["shakespeare"]
+    if local and not all(map(_exists, dataset)):
+        started = (
+            f" (nor from {run['working_directory']}, where it was trained)" if run.get("working_directory") else ""
         )
+        raise UsageError(
+            f"the model was trained on {', '.join(dataset)}, which is not found from here{started}; pass --dataset "
+            "with its path"
+        )
+    origin = ", ".join(dataset) if local else "the embedded Shakespeare corpus"
+    if run.get("streaming"):
+        return _streamed_validation(args, run, dataset or None, origin)
     corpus = load_text_corpus(
         dataset or None,
         dataset_config=run.get("dataset_config"),
-        text_column=run.get("text_column", "text"),
+        text_column=text_column,
         max_train_documents=run.get("max_train_documents"),
         seed=run.get("seed", 0),
     )
-    origin = ", ".join(dataset) if local else "the embedded Shakespeare corpus"
     splits = {}
     for split in args.split:
         name = "validation" if split == "test" else split
@@ -93,6 +128,23 @@ def documents_to_score(args: argparse.Namespace) -> dict:
         held_out = " (not trained on)" if name == "validation" else ""
         splits[name] = (f"{name} split of {origin}{held_out}", corpus[name])
     return splits
+
+
+def _streamed_validation(args, run: dict, dataset, origin: str) -> dict:
+    """The validation slice a streamed run scored while training (`run_data.streamed_validation_slice`)."""
+    from plldr_hf.loading import load_tokenizer
+    from plldr_hf.training.corpus import load_text_stream
+    from plldr_hf.training.run_data import STREAMED_EVAL_BLOCKS, streamed_validation_slice
+
+    if any(split not in ("validation", "test") for split in args.split):
+        raise UsageError("a streamed run holds out one validation slice; use --split validation")
+    _, validation = load_text_stream(
+        dataset, dataset_config=run.get("dataset_config"), text_column=run.get("text_column", "text")
+    )
+    tokenizer = load_tokenizer(args.model_dir)
+    blocks = run.get("max_eval_blocks") or STREAMED_EVAL_BLOCKS
+    documents = streamed_validation_slice(validation, tokenizer, run.get("block_size") or 1024, blocks, dataset)
+    return {"validation": (f"validation slice of {origin} (streamed, not trained on)", documents)}
 
 
 def run(args: argparse.Namespace, config: dict) -> int:

@@ -515,7 +515,15 @@ class TranslationOptions(_Preset):
     max_train_samples: int | None = _opt(None, "fixed random subset of the training split", min=1, group="data")
     max_eval_samples: int | None = _opt(None, "subset of the validation split", min=1, group="data")
     max_test_samples: int | None = _opt(None, "subset of each test split", min=1, group="data")
-    test_splits: tuple[str, ...] = _opt(("test", "gnome"), "splits scored after training", cli=False)
+    test_splits: tuple[str, ...] | None = _opt(
+        None, "splits scored after training (none: every split of the data but train and validation)", cli=False
+    )
+    out_of_domain_test: bool = _opt(
+        False,
+        "also score the embedded GNOME help pairs (3,560 en-de segments, out of domain) after training",
+        flag="--gnome-test",
+        group="data",
+    )
     # the training
     output_dir: str | None = _opt(
         None, "where the model and checkpoints go (none: runs/agf-POSITION[-pcmv])", group="training"

@@ -154,7 +154,9 @@ def prepare_translation_data(options: TranslationOptions, args, tokenizer=None) 
 
     dataset = options.dataset[0] if len(options.dataset) == 1 else options.dataset
     source, target = options.source_lang, options.target_lang
-    raw = load_translation_dataset(dataset, source, target, wmt17_dir=options.wmt17_dir)
+    raw = load_translation_dataset(
+        dataset, source, target, wmt17_dir=options.wmt17_dir, out_of_domain_test=options.out_of_domain_test
+    )
     raw["train"] = take_subset(raw["train"], options.max_train_samples)
     raw["validation"] = take_subset(raw["validation"], options.max_eval_samples)
     for split in raw:

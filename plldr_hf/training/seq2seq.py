@@ -146,10 +146,14 @@ def _train_translation(options: TranslationOptions, tokenizer, callbacks) -> Run
         callbacks=list(callbacks),
         bucket_by_length=options.bucket_by_length,
     )
-    missing = [split for split in options.test_splits if split not in data.raw]
+    # the user's splits (and the embedded GNOME pairs only with --gnome-test, which adds them to the data)
+    wanted = options.test_splits
+    if wanted is None:
+        wanted = tuple(split for split in data.raw if split not in ("train", "validation"))
+    missing = [split for split in wanted if split not in data.raw]
     if missing:
         logger.info("no %s split in this dataset; not scored", ", ".join(missing))
-    test_splits = {s: (data.raw[s], data.tokenized[s]) for s in options.test_splits if s in data.raw}
+    test_splits = {s: (data.raw[s], data.tokenized[s]) for s in wanted if s in data.raw}
     installed = add_run_callbacks(
         trainer,
         progress=not args.disable_tqdm,

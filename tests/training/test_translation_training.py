@@ -171,6 +171,7 @@ def test_seq2seq_trainer_30_steps_end_to_end(tmp_path):
         eval_batch_size=16,
         cpu=True,
         no_progress=True,
+        out_of_domain_test=True,  # --gnome-test: the embedded out-of-domain pairs too
     )
     assert (options.max_steps, options.max_source_length, options.vocab_size) == (30, length, 300)
     run = train(options)
@@ -294,3 +295,25 @@ def test_wrong_source_pairs_each_target_with_another_rows_source():
     assert paired["input_ids"] == [[3], [4], [5], [1], [2]]
     with pytest.raises(ValueError, match="at least 2"):
         wrong_source(rows.select([0]))
+
+
+def test_train_agf_on_user_pairs_scores_only_their_splits(tmp_path):
+    """`train agf --dataset` with the user's own pairs scores the user's test splits (named by file or SPLIT=PATH),
+    and the embedded out-of-domain GNOME pairs only with --gnome-test."""
+    from plldr_hf.training.corpus import load_translation_dataset
+
+    pairs = load_translation_dataset("libreoffice", out_of_domain_test=False)
+    folder = tmp_path / "pairs"
+    folder.mkdir()
+    pairs["train"].select(range(400)).to_json(folder / "train.jsonl")
+    pairs["validation"].select(range(16)).to_json(folder / "validation.jsonl")
+    pairs["test"].select(range(8)).to_json(folder / "test.jsonl")
+    pairs["test"].select(range(8, 14)).to_json(tmp_path / "extra.jsonl")
+    common = dict(dataset=[str(folder), f"news={tmp_path / 'extra.jsonl'}"], max_steps=2, eval_steps=2,
+                  save_steps=2, cpu=True, no_progress=True, report_to=["none"])  # fmt: skip
+    run = train(TranslationOptions.from_name("tiny", output_dir=str(tmp_path / "run"), **common))
+    assert sorted(run.scores) == ["news", "test"]
+    assert (run.scores["test"]["segments"], run.scores["news"]["segments"]) == (8, 6)
+    both = train(TranslationOptions.from_name("tiny", output_dir=str(tmp_path / "run2"), out_of_domain_test=True,
+                                              max_test_samples=4, **common))  # fmt: skip
+    assert sorted(both.scores) == ["gnome", "news", "test"]

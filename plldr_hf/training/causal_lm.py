@@ -17,6 +17,7 @@ is one call into the module that owns it, in this order, so a run's options pass
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -41,6 +42,27 @@ __all__ = ["TrainOptions", "train_causal_lm"]
 
 # the options a resumed run must share with the run it continues
 _RESUME_KEYS = ("size", "architecture", "block_size", "vocab_size", "dag_form", "streaming")
+
+
+def base_block_size(init_from: str) -> int:
+    """The block size a fine-tune of `init_from` trains with: the one its own run used (`run_options.json` beside
+    it), else its context (`max_position_embeddings`, at most 1,024, the released models' blocks)."""
+    from plldr_hf.loading import read_config
+
+    folder = Path(init_from)
+    try:
+        run = json.loads((folder / "run_options.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError):
+        run = {}
+    if isinstance(run, dict) and isinstance(run.get("block_size"), int) and run["block_size"] > 0:
+        return run["block_size"]
+    if folder.is_dir():
+        positions = read_config(folder).get("max_position_embeddings")
+    else:  # a Hub id
+        from transformers import AutoConfig
+
+        positions = AutoConfig.from_pretrained(init_from).max_position_embeddings
+    return min(int(positions or 1024), 1024)
 
 
 def train_causal_lm(options: TrainOptions, *, tokenizer=None, callbacks=()) -> RunReport:
@@ -69,6 +91,9 @@ def _train_causal_lm(options: TrainOptions, tokenizer, callbacks) -> RunReport:
     from plldr_hf.training.callbacks import add_run_callbacks
     from plldr_hf.training.trainer import DagSchedule, PldrTrainer
 
+    if options.init_from and options.block_size is None:
+        options = dataclasses.replace(options, block_size=base_block_size(options.init_from))
+        logger.info("blocks of %d tokens, as %s was trained with", options.block_size, options.init_from)
     checkpoint = resolve_checkpoint(options.resume, options.output_dir, "pldrllm")
     out = Path(options.output_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -155,6 +180,10 @@ def _train_causal_lm(options: TrainOptions, tokenizer, callbacks) -> RunReport:
         order_parameter_file=out / "order_parameter_init.json" if learned_g else None,
         resumed=checkpoint is not None,
     )
+    before = None
+    if options.init_from and checkpoint is None:
+        # the base model on the user's validation data, so the report shows what fine-tuning changed
+        before = trainer.evaluate(metric_key_prefix="eval_before")
     try:
         train_result = trainer.train(resume_from_checkpoint=checkpoint)
     except Exception as error:
@@ -197,6 +226,8 @@ def _train_causal_lm(options: TrainOptions, tokenizer, callbacks) -> RunReport:
         "blocks": len(eval_blocks),
         "tokens_per_block": options.block_size,
     }
+    if before is not None:
+        report.scores["validation"]["perplexity_before"] = perplexity_from_metrics(before, prefix="eval_before")
     order = installed.order_parameters
     report.diagnostics = {
         "order_parameter_before": order.before if order else None,

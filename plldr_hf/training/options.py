@@ -129,6 +129,11 @@ TOKENIZER_FIELDS = ("vocab_size", "pad_token_id", "bos_token_id", "eos_token_id"
 OPTION_FIELDS = {"position_encoding": "--position", "pcmv": "--pcmv", "label_smoothing": "--label-smoothing"}
 
 
+# the settings a fine-tune (`init_from`) takes from the base model, not from a size or preset: its blocks (the
+# context it was trained with) and its tokenizer's vocabulary
+FROM_THE_BASE_MODEL = ("block_size", "vocab_size")
+
+
 def is_wmt17(dataset) -> bool:
     """Whether a `dataset` option (a name or a list of one) names the Hub's WMT17 (`wmt17`, `wmt/wmt17`)."""
     names = [dataset] if isinstance(dataset, str) else list(dataset or [])
@@ -332,7 +337,11 @@ class _Preset:
             raise ValueError(f"{cls.__name__} has no field {', '.join(unknown)}")
         preset = PRESETS[cls.FAMILY][name]
         size = preset["model"] if isinstance(preset["model"], str) else name
-        return cls(**{"size": size, **preset["run"], **overrides})
+        run = dict(preset["run"])
+        if overrides.get("init_from"):
+            for key in FROM_THE_BASE_MODEL:
+                run.pop(key, None)  # a fine-tune keeps the base model's
+        return cls(**{"size": size, **run, **overrides})
 
 
 @dataclass
@@ -440,6 +449,8 @@ class TrainOptions(_Preset):
         preset = PRESETS["pldrllm"][self.size]["run"]
         out = copy.copy(self)
         for name in SIZE_RECIPE:
+            if self.init_from and name in FROM_THE_BASE_MODEL:
+                continue  # the pipeline reads them off the base model
             if getattr(out, name) is None and name in preset:
                 setattr(out, name, preset[name])
         if out.max_steps is None:

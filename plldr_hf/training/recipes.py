@@ -104,8 +104,10 @@ def causal_lm_recipe(options: TrainOptions) -> tuple[TrainingArguments, Pretrain
     the options' values; FSDP2 with `fsdp`) and the model config of its size, with the vocabulary asked for (the run
     sets the tokenizer's own size once it has one). Creating the arguments sets up the distributed state
     (torchrun / accelerate launch), so a run asks for them before it reads data."""
+    # a fine-tune (`init_from`) trains the base model's config; the size's stands in until the run has it
+    vocab_size = options.vocab_size or PRESETS["pldrllm"][options.size]["run"]["vocab_size"]
     config = pldrllm_config(
-        options.size, options.vocab_size, max_position_embeddings=options.block_size, dag_loss_form=options.dag_form
+        options.size, vocab_size, max_position_embeddings=options.block_size, dag_loss_form=options.dag_form
     )
     if options.architecture == "llama":
         config = llama_config_like(config)

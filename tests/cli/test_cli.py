@@ -274,7 +274,10 @@ def test_ctrl_c_during_training_is_one_line_saying_how_to_resume(monkeypatch, ca
     monkeypatch.setattr(train, "train_and_report", interrupted_after_a_checkpoint)
     assert main(["train", "pldrllm", "--tiny", "--output-dir", str(tmp_path / "run2")]) == 130
     err = capsys.readouterr().err.strip()
-    assert err == "plldr-hf train pldrllm: interrupted; continue from the last checkpoint with the same command and --resume"
+    assert (
+        err
+        == "plldr-hf train pldrllm: interrupted; continue from the last checkpoint with the same command and --resume"
+    )
 
 
 def test_threads_wait_passively_on_a_busy_machine_only(monkeypatch):

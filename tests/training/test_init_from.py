@@ -143,3 +143,27 @@ def test_agf_fine_tunes_from_a_saved_folder(agf_base, user_pairs, tmp_path, lora
     if lora_r is not None:
         adapter = json.loads((tmp_path / "adapter" / "adapter_config.json").read_text())
         assert adapter["r"] == 8 and sorted(adapter["target_modules"]) == ["q_proj", "v_proj"]
+
+
+def test_a_fine_tune_keeps_the_base_runs_blocks_and_reports_perplexity_before_and_after(tmp_path, user_text):
+    from plldr_hf.cli import main
+
+    base = tmp_path / "base"
+    train(TrainOptions.from_name("tiny", output_dir=str(base), block_size=32, max_steps=2, eval_steps=0, **QUIET))
+    out = tmp_path / "tuned"
+    argv = ["train", "pldrllm", "--tiny", "--init-from", str(base), "--dataset", *user_text, "--max-steps", "20",
+            "--learning-rate", "3e-3", "--eval-steps", "0", "--report-to", "none", "--no-progress",
+            "--output-dir", str(out)]  # fmt: skip
+    assert main(argv) == 0
+    report = json.loads((out / "train_report.json").read_text())
+    # the base run's 32-token blocks, not the tiny preset's 64
+    assert report["options"]["block_size"] == 32 and report["scores"]["validation"]["tokens_per_block"] == 32
+    validation = report["scores"]["validation"]
+    assert validation["perplexity"] < validation["perplexity_before"]
+    # the report's perplexity is what `plldr-hf evaluate` of the result gives on the same blocks
+    scores = tmp_path / "scores.json"
+    assert main(["evaluate", str(out), "--max-blocks", str(validation["blocks"]), "--format", "json",
+                 "--output-json", str(scores)]) == 0  # fmt: skip
+    assert json.loads(scores.read_text())["validation"]["perplexity"] == pytest.approx(
+        validation["perplexity"], rel=1e-4
+    )

@@ -61,7 +61,12 @@ def summary(report) -> list[str]:
     def g_lm(key):
         return ((report.diagnostics.get(key) or {}).get("across_inputs_max_over_layers") or {}).get("G_LM")
 
-    lines = [f"validation perplexity: {report.scores['validation']['perplexity']:.3g}"]
+    validation = report.scores["validation"]
+    before = validation.get("perplexity_before")
+    lines = [
+        f"validation perplexity: {validation['perplexity']:.3g}"
+        + (f" (the base model before fine-tuning: {before:.3g})" if before is not None else "")
+    ]
     before, after = g_lm("order_parameter_before"), g_lm("order_parameter_after")
     if before is not None or after is not None:
         lines.append(

@@ -52,7 +52,7 @@ class WeightsMismatchError(RuntimeError):
     exit_status = 1
 
 
-def _is_hub_id(name: str) -> bool:
+def is_hub_id(name: str) -> bool:
     # `org/name` or `name` that is not an existing path and not written as one: a Hub repo (or its local cache)
     return not Path(name).exists() and not name.startswith((".", "/", "~")) and name.count("/") <= 1
 
@@ -62,7 +62,7 @@ def read_config(model_dir: str | os.PathLike) -> dict:
     when there is none (a path that does not exist, a folder that is not a saved model, a Hub id that cannot be
     reached) or it is not valid JSON."""
     folder = Path(model_dir)
-    if _is_hub_id(str(model_dir)):
+    if is_hub_id(str(model_dir)):
         from transformers import PretrainedConfig
 
         try:
@@ -264,7 +264,7 @@ def load_folder(model_dir: str | os.PathLike, *, model_type: str | None = None, 
     folder = Path(model_dir)
     model = load_model(folder, model_type=model_type, dtype=dtype)
     tokenizer = None
-    if _is_hub_id(str(folder)) or any((folder / name).is_file() for name in TOKENIZER_FILES):
+    if is_hub_id(str(folder)) or any((folder / name).is_file() for name in TOKENIZER_FILES):
         tokenizer = load_tokenizer(folder, model_config=model.config)
     return model, tokenizer
 

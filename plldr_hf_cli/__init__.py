@@ -98,6 +98,9 @@ def _main(argv: list[str] | None) -> int:
     problem = output_overlaps_input(args) or output_file_problem(args)
     if problem:
         return fail(command, problem)
+    refused = refuse_missing_model_folder(command, getattr(args, "model_dir", None))
+    if refused:
+        return refused
     wait_threads_passively_when_busy(getattr(args, "threads", None))
     restore = None if args.verbose else quiet_libraries()
     try:
@@ -127,6 +130,24 @@ def _main(argv: list[str] | None) -> int:
         if restore is not None:
             restore()
     return int(result or 0)
+
+
+def refuse_missing_model_folder(command: str, model_dir) -> int | None:
+    """A MODEL_DIR that is written as a path and is not a readable saved model is refused before the command imports
+    torch and transformers (seconds on a loaded machine): `plldr_hf.loading.read_config`, loaded without the package
+    (it imports only the standard library for local folders). A Hub id is left to the command."""
+    if not isinstance(model_dir, str):
+        return None
+    from plldr_hf_cli.arguments import fail, load_light_module
+
+    loading = load_light_module("plldr_hf.loading")
+    if loading.is_hub_id(model_dir):
+        return None
+    try:
+        loading.read_config(model_dir)
+    except loading.ModelFolderError as error:
+        return fail(command, error)
+    return None
 
 
 def _resume_hint(args) -> str:

@@ -27,8 +27,7 @@ from pathlib import Path
 from plldr_hf.evaluation import perplexity_from_metrics
 from plldr_hf.plots import loss_curves_skipped, plot_loss_curves
 from plldr_hf.training.checkpoints import check_data_unchanged, resolve_checkpoint
-from plldr_hf.training.corpus import data_fault_message
-from plldr_hf.training.data_checks import is_data_fault
+from plldr_hf.training.data_checks import data_fault_message, is_data_fault
 from plldr_hf.training.options import TrainOptions
 from plldr_hf.training.recipes import causal_lm_recipe, seconds_per_step
 from plldr_hf.training.report import RunReport, collect_warnings

@@ -22,6 +22,7 @@ same rule (`split_from_name`).
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 from collections.abc import Sequence
@@ -29,14 +30,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from plldr_hf.training.data_checks import (
-    COMPRESSION_SUFFIXES,
+    SPLIT_ALIASES,
     TABLE_FORMATS,
     TEXT_FORMATS,
     TRANSLATION_FORMATS,
     check_local_files,
+    expand_globs,
     file_format,
+    is_data_file,
+    local_text_files,
     mixed_types_hint,
-    open_maybe_compressed,
+    split_from_name,
 )
 from plldr_hf.training.options import is_wmt17
 
@@ -70,15 +74,6 @@ EMBEDDED_TRANSLATION_DATASETS = {
 # the out-of-domain test set added to every English–German dataset as split "gnome"
 GNOME_TEST = "en_de_gnome/test.jsonl.gz"
 
-SPLIT_ALIASES = {
-    "train": "train",
-    "validation": "validation",
-    "valid": "validation",
-    "dev": "validation",
-    "test": "test",
-}
-# file suffix → `datasets` builder; text files only for the causal-LM corpus
-
 
 def embedded_data_path(*parts: str) -> Path:
     """Path of a file or folder inside the package's embedded `data/` folder; raises if it is missing.
@@ -93,52 +88,8 @@ def embedded_data_path(*parts: str) -> Path:
     return path
 
 
-def _is_data_file(path: Path, formats: dict[str, str]) -> bool:
-    try:
-        file_format(path, formats)
-    except ValueError:
-        return False
-    return True
-
-
-def split_from_name(path: Path) -> str | None:
-    """`train` / `validation` / `test` from a file name (`train*`, `validation*` / `valid*` / `dev*`, `test*`)."""
-    stem = path.name.split(".")[0].lower()
-    for prefix, split in SPLIT_ALIASES.items():
-        if stem == prefix or stem.startswith((prefix + "_", prefix + "-")):
-            return split
-    return None
-
-
 def _embedded_shakespeare() -> dict[str, list[str]]:
     return {split: [str(embedded_data_path("en_shakespeare", f"{split}.txt.gz"))] for split in ("train", "validation")}
-
-
-def expand_globs(dataset) -> list[str]:
-    """`--dataset` entries with each glob (`shards/*.parquet`) replaced by the files it matches, in name order."""
-    import glob
-
-    specs = [dataset] if isinstance(dataset, str) else list(dataset or [])
-    return [
-        match for spec in specs for match in (sorted(glob.glob(spec)) or [spec] if glob.has_magic(spec) else [spec])
-    ]
-
-
-def _local_text_files(specs: Sequence[str]) -> dict[str, list[Path]]:
-    formats = {**TEXT_FORMATS, **TABLE_FORMATS}
-    files: dict[str, list[Path]] = {}
-    for spec in specs:
-        path = Path(spec).expanduser()
-        if path.is_dir():
-            found = [p for p in sorted(p for p in path.iterdir() if p.is_file()) if _is_data_file(p, formats)]
-            if not found:
-                raise FileNotFoundError(f"no text, JSON, Parquet or CSV files in directory {path}")
-        else:
-            file_format(path, formats)
-            found = [path]
-        for p in found:
-            files.setdefault(split_from_name(p) or "train", []).append(p)
-    return files
 
 
 def _text_builder(split: str, paths) -> tuple[str, dict]:
@@ -149,37 +100,6 @@ def _text_builder(split: str, paths) -> tuple[str, dict]:
         raise ValueError(mixed_types_hint(split, paths))
     kind = kinds.pop()
     return kind, {"sample_by": "paragraph"} if kind == "text" else {}
-
-
-def damaged_file(dataset) -> Path | None:
-    """After a data fault: the first local compressed file of `dataset` (files, folders, globs) that does not
-    decompress to its end, found by reading each whole (only done once something failed), or None."""
-    specs = expand_globs(dataset)
-    if not specs or not all(Path(spec).expanduser().exists() for spec in specs):
-        return None
-    for paths in _local_text_files(specs).values():
-        for path in paths:
-            if path.suffix.lower() not in COMPRESSION_SUFFIXES:
-                continue
-            try:
-                handle = open_maybe_compressed(path)
-                if handle is None:
-                    continue
-                with handle:
-                    while handle.read(1 << 24):
-                        pass
-            except (OSError, EOFError, ValueError):
-                return path
-    return None
-
-
-def data_fault_message(dataset, error: BaseException, when: str = "") -> str:
-    """One line for a data fault met while reading `dataset`: the damaged file when one is found, the error, the fix."""
-    damaged = damaged_file(dataset)
-    where = (
-        f"{damaged} is damaged or truncated" if damaged else f"reading {list(dataset) or ['(embedded corpus)']} failed"
-    )
-    return f"{where}{when} ({type(error).__name__}: {error}); fix or remove the file"
 
 
 def load_text_corpus(
@@ -220,7 +140,7 @@ def load_text_corpus(
         raw = load_dataset("text", data_files=_embedded_shakespeare(), sample_by="paragraph", cache_dir=cache_dir)
         origin = "the embedded Shakespeare corpus"
     elif all(Path(s).expanduser().exists() for s in specs):
-        files = _local_text_files(specs)
+        files = local_text_files(specs)
         files.pop("test", None)
         if "train" not in files:
             raise ValueError(f"no training files among {specs} (files named test* / validation* are not training)")
@@ -295,7 +215,7 @@ def read_documents(dataset, text_column: str = "text"):
     missing = [spec for spec in specs if not Path(spec).expanduser().exists()]
     if missing:
         raise FileNotFoundError(f"no such file or folder: {', '.join(missing)}")
-    files = _local_text_files(specs)
+    files = local_text_files(specs)
     check_local_files(files, text_column)
     parts = []
     for split, paths in files.items():
@@ -342,7 +262,7 @@ def load_text_stream(
         files = {"train": [Path(p) for p in _embedded_shakespeare()["train"]]}
         files["validation"] = [Path(p) for p in _embedded_shakespeare()["validation"]]
     elif all(Path(s).expanduser().exists() for s in specs):
-        files = _local_text_files(specs)
+        files = local_text_files(specs)
         files.pop("test", None)
         if "train" not in files:
             raise ValueError(f"no training files among {specs} (files named test* / validation* are not training)")
@@ -421,7 +341,7 @@ def _resolve_files(specs: Sequence[str | os.PathLike]) -> dict[str, list[Path]]:
         path = Path(spec).expanduser()
         if path.is_dir():
             found = sorted(p for p in path.iterdir() if p.is_file() and split_from_name(p) is not None)
-            found = [p for p in found if _is_data_file(p, TRANSLATION_FORMATS)]
+            found = [p for p in found if is_data_file(p, TRANSLATION_FORMATS)]
             if not found:
                 raise FileNotFoundError(
                     f"no train*/validation*/dev*/test* .json, .jsonl(.gz) or .parquet files in directory {path}"
@@ -484,6 +404,10 @@ def _to_translation_schema(ds: Dataset, source_lang: str, target_lang: str, orig
     )
 
 
+# errno values of a file system that refuses a write (full, quota, size limit, read-only)
+_FILE_SYSTEM_FAULTS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS)
+
+
 def read_data_files(kind: str, paths, cache_dir: str | None, **options):
     """One split from local files with the datasets library's builder `kind` (text, json, parquet, csv); a file it
     cannot parse is a `ValueError` naming the files and the parser's message (datasets wraps it in a generic
@@ -498,6 +422,8 @@ def read_data_files(kind: str, paths, cache_dir: str | None, **options):
         if not type(err).__module__.startswith("datasets"):
             raise
         cause = err.__cause__ or err.__context__ or err
+        if isinstance(cause, OSError) and cause.errno in _FILE_SYSTEM_FAULTS:
+            raise cause from err  # writing the datasets cache failed (full disk, a size limit): not the file's fault
         names = ", ".join(str(p) for p in paths)
         raise ValueError(f"could not read {names} as {kind}: {cause}; fix or remove the file") from err
 

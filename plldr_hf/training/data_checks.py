@@ -7,6 +7,7 @@ standard library until a file is checked.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 
@@ -14,8 +15,15 @@ __all__ = [
     "TABLE_FORMATS",
     "TEXT_FORMATS",
     "COMPRESSION_SUFFIXES",
+    "SPLIT_ALIASES",
     "check_local_files",
+    "damaged_file",
+    "data_fault_message",
+    "expand_globs",
+    "local_text_files",
+    "split_from_name",
     "file_format",
+    "is_data_file",
     "is_data_fault",
     "mixed_types_hint",
     "open_maybe_compressed",
@@ -75,7 +83,7 @@ def _first_record_problem(path: Path, kind: str, text_column: str) -> str | None
     import json
 
     if path.stat().st_size == 0:
-        return "it is empty"
+        return "it is empty (no text)"
     if kind == "parquet":
         try:
             import pyarrow.parquet as pq
@@ -169,3 +177,88 @@ def mixed_types_hint(split: str, paths) -> str:
         f"split {split!r} mixes file types {kinds} ({len(paths)} files): datasets reads one type per split; give the "
         f"files of one type (a glob such as 'shards/*.{kinds[0]}'), or convert the others"
     )
+
+
+SPLIT_ALIASES = {
+    "train": "train",
+    "validation": "validation",
+    "valid": "validation",
+    "dev": "validation",
+    "test": "test",
+}
+# file suffix → `datasets` builder; text files only for the causal-LM corpus
+
+
+def is_data_file(path: Path, formats: dict[str, str]) -> bool:
+    try:
+        file_format(path, formats)
+    except ValueError:
+        return False
+    return True
+
+
+def split_from_name(path: Path) -> str | None:
+    """`train` / `validation` / `test` from a file name (`train*`, `validation*` / `valid*` / `dev*`, `test*`)."""
+    stem = path.name.split(".")[0].lower()
+    for prefix, split in SPLIT_ALIASES.items():
+        if stem == prefix or stem.startswith((prefix + "_", prefix + "-")):
+            return split
+    return None
+
+
+def expand_globs(dataset) -> list[str]:
+    """`--dataset` entries with each glob (`shards/*.parquet`) replaced by the files it matches, in name order."""
+    import glob
+
+    specs = [dataset] if isinstance(dataset, str) else list(dataset or [])
+    return [
+        match for spec in specs for match in (sorted(glob.glob(spec)) or [spec] if glob.has_magic(spec) else [spec])
+    ]
+
+
+def local_text_files(specs: Sequence[str]) -> dict[str, list[Path]]:
+    formats = {**TEXT_FORMATS, **TABLE_FORMATS}
+    files: dict[str, list[Path]] = {}
+    for spec in specs:
+        path = Path(spec).expanduser()
+        if path.is_dir():
+            found = [p for p in sorted(p for p in path.iterdir() if p.is_file()) if is_data_file(p, formats)]
+            if not found:
+                raise FileNotFoundError(f"no text, JSON, Parquet or CSV files in directory {path}")
+        else:
+            file_format(path, formats)
+            found = [path]
+        for p in found:
+            files.setdefault(split_from_name(p) or "train", []).append(p)
+    return files
+
+
+def damaged_file(dataset) -> Path | None:
+    """After a data fault: the first local compressed file of `dataset` (files, folders, globs) that does not
+    decompress to its end, found by reading each whole (only done once something failed), or None."""
+    specs = expand_globs(dataset)
+    if not specs or not all(Path(spec).expanduser().exists() for spec in specs):
+        return None
+    for paths in local_text_files(specs).values():
+        for path in paths:
+            if path.suffix.lower() not in COMPRESSION_SUFFIXES:
+                continue
+            try:
+                handle = open_maybe_compressed(path)
+                if handle is None:
+                    continue
+                with handle:
+                    while handle.read(1 << 24):
+                        pass
+            except (OSError, EOFError, ValueError):
+                return path
+    return None
+
+
+def data_fault_message(dataset, error: BaseException, when: str = "") -> str:
+    """One line for a data fault met while reading `dataset`: the damaged file when one is found, the error, the fix."""
+    damaged = damaged_file(dataset)
+    where = (
+        f"{damaged} is damaged or truncated" if damaged else f"reading {list(dataset) or ['(embedded corpus)']} failed"
+    )
+    return f"{where}{when} ({type(error).__name__}: {error}); fix or remove the file"

@@ -33,6 +33,7 @@ import copy
 import dataclasses
 import importlib.util
 import json
+import math
 import os
 import sys
 from dataclasses import dataclass, field
@@ -189,13 +190,10 @@ def _integer(flag: str, value, low) -> int:
 
 
 def _number(flag: str, value, low) -> float:
-    import math
-
     kind = {0: "a finite positive number", "non_negative": "a finite non-negative number"}.get(low, "a finite number")
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ValueError(f"{flag}: must be {kind}, got {value!r}")
-    value = float(value)
-    if not math.isfinite(value):
+    if not math.isfinite(value := float(value)):
         raise ValueError(f"{flag} {value}: numbers must be finite (not NaN or infinite)")
     if (low == 0 and not value > 0) or (low in ("non_negative", "unit") and value < 0):
         raise ValueError(f"{flag}: must be {kind}, got {value:g}")
@@ -205,9 +203,8 @@ def _number(flag: str, value, low) -> float:
 
 
 def light_module(name: str):
-    """A module of this package that imports only the standard library (the names of the position encodings), by its
-    file and without running `plldr_hf/__init__.py`, which imports torch: the command line's checks stay fast. It is
-    registered under its own name, so the package imported later uses this same module."""
+    """A standard-library-only module of this package, loaded by its file without `plldr_hf/__init__.py` (torch), and
+    registered under its name so that the package imported later uses it: the command line's checks stay fast."""
     if name in sys.modules:
         return sys.modules[name]
     path = Path(__file__).resolve().parents[1].joinpath(*name.split(".")[1:]).with_suffix(".py")
@@ -274,8 +271,6 @@ def check_field(spec, value):
             raise ValueError(f"{flag}: must be three non-negative numbers a,p,g, got {value!r}")
         value = parse_dag_weights(",".join(map(str, value)))
     elif kind == "dict":
-        import math
-
         for key, item in value.items():
             if isinstance(item, float) and not math.isfinite(item):
                 raise ValueError(f"{flag} {key}={item}: numbers must be finite (not NaN or infinite)")
@@ -320,9 +315,7 @@ class _Preset:
     def check_combination(self) -> None:
         """`init_from` brings its own tokenizer, and LoRA adapts an existing model only."""
         if self.init_from and self.tokenizer:
-            raise ValueError(
-                "--init-from brings the model's own tokenizer; drop --tokenizer (a model cannot change tokenizer)"
-            )
+            raise ValueError("--init-from brings the model's own tokenizer; drop --tokenizer (a model keeps its own)")
         if self.lora_r is not None and not self.init_from:
             raise ValueError("--lora-r adapts an existing model: give it with --init-from DIR_OR_HUB_ID")
 

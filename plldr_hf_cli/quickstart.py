@@ -63,7 +63,7 @@ EXAMPLES = ExampleRule(count=4, words=(4, 12))
 
 # the two plans, field by field
 PLANS = {
-    # the main job: about 5 minutes on an idle 2-core CPU. The AGF recipe is the one of `plldr-hf train agf --size
+    # the main job: about 7 minutes on an idle 2-core CPU (`QUICKSTART_MINUTES`). The AGF recipe is the one of `plldr-hf train agf --size
     # small --vocab-size 4000 --learning-rate 0.002 --warmup-steps 200`, with length-bucketed batches
     "default": dict(
         pldr_size="mini",
@@ -149,7 +149,7 @@ class QuickstartPlan:
 
     @classmethod
     def named(cls, name: str = "default", **changes) -> QuickstartPlan:
-        """`"default"`: the main job (about 5 minutes on an idle 2-core CPU); `"tiny"`: tiny models and a few dozen
+        """`"default"`: the main job (about 7 minutes on an idle 2-core CPU); `"tiny"`: tiny models and a few dozen
         steps each (a smoke test, well under a minute). `changes`: other fields, e.g. `minutes=10`."""
         if name not in PLANS:
             raise ValueError(f"unknown quickstart plan {name!r}; choose one of {sorted(PLANS)}")

@@ -109,3 +109,36 @@ def test_links_between_pages_resolve(page):
     base = REPO_ROOT / page
     for target in re.findall(r"\]\(([^)#:]+)(?:#[^)]*)?\)", PAGES[page]):
         assert (base.parent / target).exists(), f"{page} links to missing {target}"
+
+
+def test_the_help_and_the_docs_quote_the_same_numbers_and_commands():
+    """One source for what both say: the quickstart's time, the serving extra's install line, the sizes' widths."""
+    from plldr_hf_cli.commands.quickstart import QUICKSTART_MINUTES
+    from plldr_hf_cli.commands.serve import SERVING_INSTALL
+
+    quickstart_help = subprocess.run(
+        [sys.executable, "-c", "import sys, plldr_hf_cli; sys.exit(plldr_hf_cli.main(['--help']))"],
+        capture_output=True, text=True,
+    ).stdout  # fmt: skip
+    said = f"about {QUICKSTART_MINUTES} minutes"
+    assert said in " ".join(quickstart_help.split()) and said in README
+    # no other time for the quickstart anywhere in the README or the quickstart page
+    for page in ("README.md", "docs/quickstart.md"):
+        times = re.findall(r"about (\d+) minutes on an idle 2-core CPU", PAGES[page])
+        assert set(times) <= {str(QUICKSTART_MINUTES)}, (page, times)
+    serve_help = subprocess.run(
+        [sys.executable, "-c", "import sys, plldr_hf_cli; sys.exit(plldr_hf_cli.main(['serve', '--help']))"],
+        capture_output=True, text=True,
+    ).stdout  # fmt: skip
+    assert SERVING_INSTALL in " ".join(serve_help.split()) and SERVING_INSTALL in PAGES["docs/serving.md"]
+    train_help = " ".join(
+        subprocess.run(
+            [sys.executable, "-c", "import sys, plldr_hf_cli; sys.exit(plldr_hf_cli.main(['train', 'pldrllm', '--help']))"],
+            capture_output=True, text=True,
+        ).stdout.split()
+    )  # fmt: skip
+    from plldr_hf.training.options import PRESETS
+
+    for name, preset in PRESETS["pldrllm"].items():
+        assert f"{name} ({preset['model']['hidden_size']} wide" in train_help, name
+    assert "one document per paragraph" in train_help

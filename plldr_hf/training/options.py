@@ -114,15 +114,8 @@ PRESETS: dict[str, dict[str, dict]] = {
 
 # the options a PLDR-LLM size decides when they are left unset (its recipe); a preset's other run settings apply
 # through `from_name` (and `--tiny`) only
-SIZE_RECIPE = (
-    "block_size",
-    "batch_size",
-    "global_batch_size",
-    "vocab_size",
-    "learning_rate",
-    "max_steps",
-    "save_steps",
-)
+SIZE_RECIPE = ("block_size", "batch_size", "global_batch_size", "vocab_size", "learning_rate", "max_steps",
+               "save_steps")  # fmt: skip
 
 
 # AGF config fields a translation run takes from its tokenizer, and those with a flag of their own (`--set` refuses them)
@@ -133,6 +126,13 @@ OPTION_FIELDS = {"position_encoding": "--position", "pcmv": "--pcmv", "label_smo
 # the settings a fine-tune (`init_from`) takes from the base model, not from a size or preset: its blocks (the
 # context it was trained with) and its tokenizer's vocabulary
 FROM_THE_BASE_MODEL = ("block_size", "vocab_size")
+
+
+def sizes_help(family: str) -> str:
+    """The `--size` help: each named size with its width and depth (a size naming another is listed as that one)."""
+    width, depth = ("hidden_size", "num_hidden_layers") if family == "pldrllm" else ("d_model", "encoder_layers")
+    named = {n: p["model"] for n, p in PRESETS[family].items() if isinstance(p["model"], dict)}
+    return "model size: " + ", ".join(f"{n} ({m[width]} wide, {m[depth]} layers)" for n, m in named.items())
 
 
 def is_wmt17(dataset) -> bool:
@@ -343,12 +343,12 @@ class TrainOptions(_Preset):
 
     FAMILY = "pldrllm"
 
-    size: str = _opt("tiny", "model size", choices=tuple(PRESETS["pldrllm"]))
+    size: str = _opt("tiny", sizes_help("pldrllm"), choices=tuple(PRESETS["pldrllm"]))
     output_dir: str = _opt("pldrllm-run", "checkpoints, final model and report")
     dataset: list[str] = _opt(
         [],
-        "local text/JSON/Parquet/CSV files or folders, or a Hugging Face dataset name (none: the embedded "
-        "Shakespeare corpus)",
+        "local text/JSON/Parquet/CSV files, folders or globs (a text file holds one document per paragraph, blank-line "
+        "separated), or a Hugging Face dataset name (none: the embedded Shakespeare corpus)",
         nargs="+",
     )
     dataset_config: str | None = _opt(None, "configuration of a Hugging Face dataset")
@@ -468,7 +468,7 @@ class TranslationOptions(_Preset):
         group="model",
     )
     pcmv: bool = _opt(False, "PCM-V: weight the values by the AGF coefficient", group="model")
-    size: str = _opt("base", "named model size", choices=tuple(PRESETS["agf"]), group="model")
+    size: str = _opt("base", sizes_help("agf"), choices=tuple(PRESETS["agf"]), group="model")
     label_smoothing: float = _opt(0.1, "label smoothing of the training loss", min="unit", group="model")
     model_overrides: dict = _opt(
         {},

@@ -4,10 +4,16 @@ from plldr_hf_cli.arguments import load_light_module, positive_float, positive_i
 from plldr_hf_cli.output import add_overwrite_flag, run_in_folder
 
 
+# the main job's wall time on an idle 2-core CPU, the one number the README, docs/quickstart.md and this help quote
+# (measured: 6.7 minutes, docs/quickstart.md; tests/test_readme.py checks that they agree)
+QUICKSTART_MINUTES = 7
+
+
 def register(subparsers) -> None:
     parser = subparsers.add_parser(
         "quickstart",
-        help="train and evaluate both model families on the embedded data (about 6 minutes on a 2-core CPU)",
+        help=f"train and evaluate both model families on the embedded data (about {QUICKSTART_MINUTES} minutes on an "
+        "idle 2-core CPU)",
         description=(
             "Train a small PLDR-LLM on the embedded Shakespeare text (DAG regulariser, order parameter, collapse, "
             "samples, collapse speed-up) and a small translator (model_type agf) on the embedded en-de pairs (BLEU, "

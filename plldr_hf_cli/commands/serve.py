@@ -10,6 +10,10 @@ PLDR-LLM (fixed G) serves with `--continuous-batching`; a learned-G model is ref
 import argparse
 
 
+# how to install what `plldr-hf serve` needs, as docs/serving.md gives it (tests/test_readme.py checks that they agree)
+SERVING_INSTALL = 'pip install -e ".[serving]"'
+
+
 def register(subparsers) -> None:
     parser = subparsers.add_parser(
         "serve",
@@ -17,7 +21,9 @@ def register(subparsers) -> None:
         description=(
             "Run `transformers serve` with this package's model families registered: MODEL is a saved folder or "
             "Hub id, every other argument is transformers serve's own (e.g. --continuous-batching --port 8000; see "
-            "`transformers serve --help`). Needs the serving extra: pip install 'transformers[serving]'."
+            "`transformers serve --help`). Needs the serving extra: "
+            + SERVING_INSTALL
+            + " (in the package's checkout)."
         ),
     )
     parser.add_argument("serve_args", nargs=argparse.REMAINDER, metavar="MODEL [OPTIONS]")

@@ -13,7 +13,10 @@ import plldr_hf  # noqa: F401  (registers the model family)
 
 def main(folder: str, out: str) -> None:
     torch.manual_seed(0)
-    model = AutoModelForCausalLM.from_pretrained(folder, tp_plan="auto").eval()
+    # transformers' current spelling (`tp_plan="auto"` alone is deprecated in 5.25)
+    from transformers import DistributedConfig
+
+    model = AutoModelForCausalLM.from_pretrained(folder, distributed_config=DistributedConfig(tp_plan="auto")).eval()
     ids = torch.randint(3, model.config.vocab_size, (2, 12), generator=torch.Generator().manual_seed(0))
     mask = torch.ones_like(ids)
     mask[1, :4] = 0  # a left-padded row beside a full one

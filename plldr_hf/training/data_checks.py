@@ -92,7 +92,7 @@ def _first_record_problem(path: Path, kind: str, text_column: str) -> str | None
         except Exception as err:  # pyarrow's own error types
             return f"it is not a readable Parquet file ({type(err).__name__}: {err})"
         if text_column not in schema.names:
-            return f"it has no column {text_column!r} (columns: {schema.names}; choose one with --text-column)"
+            return f"no text column {text_column!r} (columns: {schema.names}; choose one with --text-column)"
         if str(schema.field(text_column).type) not in ("string", "large_string", "string_view"):
             return f"its column {text_column!r} holds {schema.field(text_column).type}, not text"
         return None
@@ -125,8 +125,10 @@ def _first_record_problem(path: Path, kind: str, text_column: str) -> str | None
             record = json.loads(first)
         except (json.JSONDecodeError, RecursionError) as err:
             return f"row 1 is not a JSON object ({err})"
-        if not isinstance(record, dict) or text_column not in record:
-            return f"row 1 has no field {text_column!r} (choose the text field with --text-column)"
+        if not isinstance(record, dict):
+            return f"row 1 is not a JSON object but {type(record).__name__}"
+        if text_column not in record:
+            return f"no text column {text_column!r} in row 1 (its fields: {sorted(record)}; choose one with --text-column)"
         if record[text_column] is not None and not isinstance(record[text_column], str):
             value = record[text_column]
             return f"row 1's {text_column!r} is {type(value).__name__} {json.dumps(value)[:40]}, not text"
@@ -135,7 +137,7 @@ def _first_record_problem(path: Path, kind: str, text_column: str) -> str | None
 
         header = next(csv.reader(text.splitlines()[:1]), [])
         if text_column not in header:
-            return f"its header has no column {text_column!r} (columns: {header}; choose one with --text-column)"
+            return f"no text column {text_column!r} in its header (columns: {header}; choose one with --text-column)"
         if len(head) < 1 << 16:  # the whole file was read: every row parses, or the first that does not is named
             reader = csv.reader(text.splitlines(keepends=True), strict=True)
             try:

@@ -32,6 +32,7 @@ def register(subparsers) -> None:
         "--metric",
         action="append",
         default=[],
+        type=_metric,
         metavar="NAME=VALUE",
         help="a measured metric for the card and model-index, e.g. perplexity=31.2, order_parameter=2e-4, bleu=27.1, "
         "chrf=55, accuracy=0.61 (repeatable)",
@@ -52,17 +53,19 @@ def register(subparsers) -> None:
     parser.set_defaults(func=run)
 
 
-def _parse_metrics(items: list[str]) -> dict[str, float]:
-    metrics = {}
-    for item in items:
-        name, sep, value = item.partition("=")
-        try:
-            if not sep or not name:
-                raise ValueError
-            metrics[name.strip()] = float(value)
-        except ValueError:
-            raise ValueError(f"--metric expects NAME=NUMBER, got {item!r}") from None
-    return metrics
+def _metric(item: str) -> tuple[str, float]:
+    """One `--metric NAME=NUMBER`, converted while parsing so a mistake is a usage error before anything loads."""
+    import argparse
+    import math
+
+    name, sep, value = item.partition("=")
+    try:
+        number = float(value)
+    except ValueError:
+        number = None
+    if not sep or not name.strip() or number is None or not math.isfinite(number):
+        raise argparse.ArgumentTypeError(f"--metric expects NAME=NUMBER (a finite number), got {item!r}")
+    return name.strip(), number
 
 
 def run(args) -> int:
@@ -86,7 +89,7 @@ def run(args) -> int:
                 raise ValueError(f"--card-info {args.card_info}: JSON nested too deeply; give a flat object") from None
             if not isinstance(overrides, dict):
                 raise ValueError(f"--card-info {args.card_info}: expected a JSON object of ModelCardInfo fields")
-        metrics = _parse_metrics(args.metric)
+        metrics = dict(args.metric)
         if metrics:
             overrides["metrics"] = {**overrides.get("metrics", {}), **metrics}
         options = {

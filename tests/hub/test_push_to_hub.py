@@ -247,10 +247,15 @@ def test_cli_passes_the_push_options_through(saved_agf, monkeypatch, tmp_path):
     [
         (["--metric", "bleu"], "--metric expects NAME=NUMBER"),
         (["--metric", "bleu=high"], "--metric expects NAME=NUMBER"),
+        (["--metric", "bleu=nan"], "--metric expects NAME=NUMBER"),
+        (["--metric", "=3"], "--metric expects NAME=NUMBER"),
     ],
 )
 def test_cli_rejects_bad_card_options(tmp_path, capsys, argv, error):
+    """A malformed --metric is a usage error while parsing: before the folder is read (this one is empty), one line."""
     from plldr_hf.cli import main
 
-    assert main(["push", str(tmp_path), "org/x", *argv]) == 2
-    assert error in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exited:
+        main(["push", str(tmp_path), "org/x", *argv])
+    err = capsys.readouterr().err
+    assert exited.value.code == 2 and error in err and len(err.strip().splitlines()) == 1

@@ -75,9 +75,20 @@ def main(argv: list[str] | None = None) -> int:
         restore()
 
 
-def _main(argv: list[str] | None) -> int:
-    parser = build_parser()
+def parse_args(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.Namespace:
+    """The parsed command line: a usage mistake exits with status 2 and one line. A train command also takes the
+    fields of its transformers arguments class under their own names (`--save_only_model`, `--push_to_hub`), as
+    `trainer_args`."""
     args, extra = parser.parse_known_args(argv)
+    options_class = getattr(args, "options_class", None)
+    if extra and options_class is not None and any(item.startswith("-") for item in extra):
+        from plldr_hf_cli.arguments import UsageError, trainer_field_flags
+
+        try:
+            fields, extra = trainer_field_flags(options_class, extra)
+        except UsageError as error:
+            parser.error(f"{args.command} {args.family}: {error}")
+        args.trainer_args = [*getattr(args, "trainer_args", []), *fields]
     if extra:
         # a command whose trailing positionals may come after its options (`translate DIR --num-beams 4 "text"`)
         # names them in `extra_positionals`; argparse would otherwise call the text an unrecognized argument
@@ -85,6 +96,12 @@ def _main(argv: list[str] | None) -> int:
         if dest is None or any(item.startswith("-") and item != "-" for item in extra):
             parser.error(f"unrecognized arguments: {' '.join(extra)}")
         getattr(args, dest).extend(extra)
+    return args
+
+
+def _main(argv: list[str] | None) -> int:
+    parser = build_parser()
+    args = parse_args(parser, argv)
     if not getattr(args, "func", None):
         parser.print_help()
         return 0 if args.command is None else 2

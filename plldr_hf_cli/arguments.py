@@ -9,6 +9,8 @@ import importlib.util
 import logging
 import math
 import sys
+import typing
+from functools import partial
 from pathlib import Path
 
 
@@ -412,6 +414,77 @@ def add_option_flags(parser, options_class) -> None:
                 if key in meta:
                     kwargs[key] = meta[key]
         target.add_argument(flag, **kwargs)
+        # the names transformers' TrainingArguments gives the same setting (`--learning_rate`,
+        # `--per_device_train_batch_size`) work too, hidden from --help
+        names = {spec.name} | {
+            field for field, option in getattr(options_class, "TRAINER_FIELDS", {}).items() if option == spec.name
+        }
+        aliases = {f"--{name}" for name in names} | {f"--{name.replace('_', '-')}" for name in names}
+        aliases -= {flag}
+        if aliases:
+            target.add_argument(*sorted(aliases), **{**kwargs, "help": argparse.SUPPRESS})
+
+
+def _json_object(text: str) -> dict:
+    import json
+
+    try:
+        value = json.loads(text)
+    except (ValueError, RecursionError):
+        value = None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError(f"expects a JSON object such as '{{\"key\": 1}}', got {text!r}")
+    return value
+
+
+def _json_config(config_class, text: str):
+    return config_class(**_json_object(text))
+
+
+def trainer_field_flags(options_class, argv: list[str]) -> tuple[list[tuple[str, object]], list[str]]:
+    """The flags among `argv` that are fields of the family's transformers arguments class under their own names
+    (`--save_only_model`, `--push-to-hub`, `--deepspeed ds.json`), parsed as `HfArgumentParser` parses them, and
+    the arguments left over. Imports transformers: called only when a train command has flags its options lack."""
+    import transformers
+
+    class Parser(transformers.HfArgumentParser):
+        def error(self, message):
+            raise UsageError(message)
+
+    parser = Parser(getattr(transformers, options_class.TRAINER_ARGUMENTS), add_help=False)
+    for action in parser._actions:
+        action.default, action.required = argparse.SUPPRESS, False  # only what is given
+        # fields typed as a dict or a config class (HfArgumentParser would call `dict("...")`): JSON objects
+        if action.type is dict or typing.get_origin(action.type) is dict:
+            action.type = _json_object
+        elif dataclasses.is_dataclass(action.type):
+            action.type = partial(_json_config, action.type)
+    given, rest = parser.parse_known_args(argv)
+    return sorted(vars(given).items()), rest
+
+
+def add_recipe_flags(parser, options_class) -> None:
+    """`--recipe NAME_OR_PATH` (a shipped recipe, `plldr_hf/recipes/FAMILY/NAME.json`, or a file of the same shape)
+    and its shorthand `--tiny`: the recipe's model and run settings, under every flag given."""
+    module = sys.modules[options_class.__module__]
+    shipped = module.PRESETS[options_class.FAMILY]
+    tiny = ", ".join(f"{key} {value}" for key, value in shipped["tiny"]["run"].items())
+    parser.add_argument(
+        "--recipe",
+        metavar="NAME_OR_FILE",
+        help=f"start from a recipe: one of {', '.join(shipped)} ({module.RECIPE_FOLDER / options_class.FAMILY}) or "
+        'a .json / .yaml file {"extends": NAME, "model": {config fields}, "run": {options}}; flags still win',
+    )
+    parser.add_argument(
+        "--tiny", action="store_true", help=f"CPU smoke run in seconds: --recipe tiny ({tiny}); flags still win"
+    )
+
+
+def recipe_of(args: argparse.Namespace, default: str | None = None) -> str | None:
+    """The recipe a train command starts from: `--recipe`, else `--tiny`'s, else `default`."""
+    if getattr(args, "recipe", None) and getattr(args, "tiny", False):
+        raise ValueError(f"--tiny is --recipe tiny; give one of them, not both (--recipe {args.recipe})")
+    return getattr(args, "recipe", None) or ("tiny" if getattr(args, "tiny", False) else default)
 
 
 def options_from_args(args: argparse.Namespace, options_class, preset: str | None = None):

@@ -10,6 +10,7 @@ import sys
 import pytest
 
 from plldr_hf.cli import build_parser
+from plldr_hf_cli import parse_args
 from tests.utils import REPO_ROOT
 
 
@@ -71,7 +72,7 @@ def test_python_quick_starts_print_what_they_say(index, capsys):
 
 @pytest.mark.parametrize("argv", plldr_commands(), ids=lambda argv: " ".join(argv)[:60])
 def test_cli_lines_parse(argv):
-    args = build_parser().parse_args(argv)
+    args = parse_args(build_parser(), argv)
     assert callable(args.func)
 
 

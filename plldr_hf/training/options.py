@@ -43,96 +43,28 @@ from pathlib import Path
 __all__ = ["PRESETS", "TrainOptions", "TranslationOptions", "is_wmt17", "parse_dag_weights", "parse_key_value"]
 
 
-# named sizes of both families: model config fields, and the run options of that size
-PRESETS: dict[str, dict[str, dict]] = {
-    "pldrllm": {
-        # the CPU smoke run: seconds
-        "tiny": {
-            "model": dict(hidden_size=64, num_attention_heads=4, head_dim=16, num_hidden_layers=2,
-                          intermediate_size=170, A_dff=42, num_reslayerA=2, num_denseA=2),
-            "run": dict(block_size=64, batch_size=8, vocab_size=512, learning_rate=1e-3, max_steps=30,
-                        max_train_documents=2000, max_eval_blocks=32, logging_steps=5),
-        },
-        # minutes on a CPU (the quickstart): 2 layers, 4 heads × 32, a 4-unit metric learner of 32→85→32 GLUs
-        "mini": {
-            "model": dict(hidden_size=128, num_attention_heads=4, head_dim=32, num_hidden_layers=2,
-                          intermediate_size=341, A_dff=85, num_reslayerA=4, num_denseA=2),
-            "run": dict(block_size=128, batch_size=8, vocab_size=2048, learning_rate=1e-3),
-        },
-        # the released per-head PLGA (d = 64, 8 residual units of 64→170→64 GLUs) in a 4-layer, 256-wide model;
-        # about 5 s per step on a 2-core CPU (a Llama of the same shape: about 1.5 s)
-        "small": {
-            "model": dict(hidden_size=256, num_attention_heads=4, head_dim=64, num_hidden_layers=4,
-                          intermediate_size=682, A_dff=170, num_reslayerA=8, num_denseA=2),
-            "run": dict(block_size=256, batch_size=4, vocab_size=4096, learning_rate=1e-3),
-        },
-        # the released 110M v51 architecture (config.json of fromthesky/PLDR-LLM-v51-110M-1, whose context of
-        # 1,024 tokens is the block) and the papers' pretraining run: batches of 32 sequences and about 8B tokens of
-        # RefinedWeb (arXiv 2410.16703, abstract), so 8e9 / (32 x 1,024) = 244,141 steps; 16 sequences per process,
-        # the accumulation derived from the process count (2 GPUs: none). Optimiser, warm-up and schedule: the
-        # reference recipe (`recipes.reference_training_arguments`: AdamW 0.9 / 0.95, eps 1e-5, weight decay 0.1,
-        # clipping by value 1.0, 2,000 warm-up steps, cosine to 10 %), peak 1e-3
-        "110m": {
-            "model": dict(hidden_size=896, num_attention_heads=14, head_dim=64, num_hidden_layers=5,
-                          intermediate_size=2389, A_dff=170, num_reslayerA=8, num_denseA=2),
-            "run": dict(block_size=1024, batch_size=16, global_batch_size=32, vocab_size=32000, learning_rate=1e-3,
-                        max_steps=244_141, save_steps=5000),
-        },
-    },
-    "agf": {
-        # the CPU smoke run: well under a minute
-        "tiny": {
-            "model": dict(d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
-                          decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64),
-            "run": dict(vocab_size=300, max_train_samples=2000, max_eval_samples=32, max_test_samples=32,
-                        max_source_length=32, max_target_length=32, max_steps=30, eval_steps=30, save_steps=30,
-                        logging_steps=5, warmup_steps=5, learning_rate=3e-3, batch_size=16, num_beams=1),
-        },
-        "small": {
-            "model": dict(d_model=128, encoder_layers=3, decoder_layers=3, encoder_attention_heads=4,
-                          decoder_attention_heads=4, encoder_ffn_dim=512, decoder_ffn_dim=512),
-            "run": {},
-        },
-        # Transformer-base (arXiv 1706.03762) at the AGF paper's depth of 3 + 3 layers
-        "base": {
-            "model": dict(d_model=512, encoder_layers=3, decoder_layers=3, encoder_attention_heads=8,
-                          decoder_attention_heads=8, encoder_ffn_dim=2048, decoder_ffn_dim=2048),
-            "run": {},
-        },
-        # --dataset wmt17 (5.9M pairs; a GPU run): the base model with a WMT-sized vocabulary, batches of about 8k
-        # tokens (256 sentences of ~30 subwords, length-bucketed), a long warm-up, beam 4 with length penalty 0.6
-        # for the test scores; evaluation during training decodes 1,000 newstest2016 segments greedily
-        "wmt17": {
-            "model": "base",
-            "run": dict(vocab_size=32000, max_eval_samples=1000, max_steps=100_000, eval_steps=5000, save_steps=5000,
-                        logging_steps=100, warmup_steps=4000, learning_rate=7e-4, batch_size=256,
-                        length_penalty=0.6),
-        },
-    },
-}  # fmt: skip
+def light_module(name: str):
+    """A standard-library-only module of this package, loaded by its file without `plldr_hf/__init__.py` (torch), and
+    registered under its name so that the package imported later uses it: the command line's checks stay fast."""
+    if name in sys.modules:
+        return sys.modules[name]
+    path = Path(__file__).resolve().parents[1].joinpath(*name.split(".")[1:]).with_suffix(".py")
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
 
 
-# the options a PLDR-LLM size decides when they are left unset (its recipe); a preset's other run settings apply
-# through `from_name` (and `--tiny`) only
-SIZE_RECIPE = ("block_size", "batch_size", "global_batch_size", "vocab_size", "learning_rate", "max_steps",
-               "save_steps")  # fmt: skip
+# the recipes (named sizes) and the settings they decide: `plldr_hf.training.presets`, loaded the same light way
+_presets = light_module("plldr_hf.training.presets")
+PRESETS, SIZE_RECIPE, FROM_THE_BASE_MODEL = _presets.PRESETS, _presets.SIZE_RECIPE, _presets.FROM_THE_BASE_MODEL
+RECIPE_FOLDER, preset, sizes_help = _presets.RECIPE_FOLDER, _presets.preset, _presets.sizes_help
 
 
 # AGF config fields a translation run takes from its tokenizer, and those with a flag of their own (`--set` refuses them)
 TOKENIZER_FIELDS = ("vocab_size", "pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_id")
 OPTION_FIELDS = {"position_encoding": "--position", "pcmv": "--pcmv", "label_smoothing": "--label-smoothing"}
-
-
-# the settings a fine-tune (`init_from`) takes from the base model, not from a size or preset: its blocks (the
-# context it was trained with) and its tokenizer's vocabulary
-FROM_THE_BASE_MODEL = ("block_size", "vocab_size")
-
-
-def sizes_help(family: str) -> str:
-    """The `--size` help: each named size with its width and depth (a size naming another is listed as that one)."""
-    width, depth = ("hidden_size", "num_hidden_layers") if family == "pldrllm" else ("d_model", "encoder_layers")
-    named = {n: p["model"] for n, p in PRESETS[family].items() if isinstance(p["model"], dict)}
-    return "model size: " + ", ".join(f"{n} ({m[width]} wide, {m[depth]} layers)" for n, m in named.items())
 
 
 def is_wmt17(dataset) -> bool:
@@ -176,6 +108,25 @@ def _opt(default=None, help: str = "", **meta):
     return field(default=default, metadata={"help": help, **meta})
 
 
+def _trainer_args_opt(arguments: str, **meta):
+    """The `trainer_args` field: fields of transformers' `arguments` class that no option covers."""
+    help_text = (
+        f"any other {arguments} field (on the command line also as --FIELD_NAME VALUE), e.g. "
+        "--trainer-arg save_only_model=true (repeatable)"
+    )
+    return _opt(
+        {}, help_text, flag="--trainer-arg", action="append", parse="parse_key_value", metavar="KEY=VALUE", **meta
+    )
+
+
+def trainer_field_names(arguments: str) -> frozenset[str]:
+    """The init fields of transformers' `TrainingArguments` / `Seq2SeqTrainingArguments` (imports transformers:
+    called only when there are trainer fields to check)."""
+    import transformers
+
+    return frozenset(f.name for f in dataclasses.fields(getattr(transformers, arguments)) if f.init)
+
+
 def flag_of(spec) -> str:
     """The command-line flag of an options field (its `flag` metadata, else `--field-name`): the name every check's
     message uses, from the command line and the Python API alike."""
@@ -200,19 +151,6 @@ def _number(flag: str, value, low) -> float:
     if low == "unit" and value >= 1:
         raise ValueError(f"{flag}: must be in [0, 1), got {value:g}")
     return value
-
-
-def light_module(name: str):
-    """A standard-library-only module of this package, loaded by its file without `plldr_hf/__init__.py` (torch), and
-    registered under its name so that the package imported later uses it: the command line's checks stay fast."""
-    if name in sys.modules:
-        return sys.modules[name]
-    path = Path(__file__).resolve().parents[1].joinpath(*name.split(".")[1:]).with_suffix(".py")
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 def choices_of(spec) -> tuple | None:
@@ -288,6 +226,10 @@ class _Preset:
     to itself."""
 
     FAMILY: str
+    # the transformers arguments class of the family's trainer, and its fields that an option of another name sets
+    # (an option named like its field sets that field too); on the command line each works under either name
+    TRAINER_ARGUMENTS: str
+    TRAINER_FIELDS: dict[str, str] = {}
 
     def __post_init__(self):
         self.check()
@@ -313,24 +255,35 @@ class _Preset:
         return out
 
     def check_combination(self) -> None:
-        """`init_from` brings its own tokenizer, and LoRA adapts an existing model only."""
+        """The size names a recipe, `init_from` brings its own tokenizer, and LoRA adapts an existing model only."""
+        preset(self.FAMILY, self.size)
         if self.init_from and self.tokenizer:
             raise ValueError("--init-from brings the model's own tokenizer; drop --tokenizer (a model keeps its own)")
         if self.lora_r is not None and not self.init_from:
             raise ValueError("--lora-r adapts an existing model: give it with --init-from DIR_OR_HUB_ID")
+        specs = {spec.name: spec for spec in dataclasses.fields(self)}
+        for key in self.trainer_args:
+            option = self.TRAINER_FIELDS.get(key, key)
+            if option in specs:
+                raise ValueError(f"--trainer-arg {key}: it is an option of its own; use {flag_of(specs[option])}")
+        unknown = (
+            sorted(set(self.trainer_args) - trainer_field_names(self.TRAINER_ARGUMENTS)) if self.trainer_args else []
+        )
+        if unknown:
+            raise ValueError(
+                f"--trainer-arg {unknown[0]}: {self.TRAINER_ARGUMENTS} has no such field; see its documentation"
+            )
 
     @classmethod
     def from_name(cls, name: str, **overrides):
         """The options of the preset `name` (its size and run settings), then `overrides`."""
-        if name not in PRESETS[cls.FAMILY]:
-            raise ValueError(f"unknown {cls.FAMILY} preset {name!r}; choose one of {sorted(PRESETS[cls.FAMILY])}")
         fields = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(overrides) - fields)
         if unknown:
             raise ValueError(f"{cls.__name__} has no field {', '.join(unknown)}")
-        preset = PRESETS[cls.FAMILY][name]
-        size = preset["model"] if isinstance(preset["model"], str) else name
-        run = dict(preset["run"])
+        shipped = PRESETS[cls.FAMILY].get(name)
+        size = shipped["model"] if shipped and isinstance(shipped["model"], str) else name
+        run = dict(preset(cls.FAMILY, name)["run"])
         if overrides.get("init_from"):
             for key in FROM_THE_BASE_MODEL:
                 run.pop(key, None)  # a fine-tune keeps the base model's
@@ -342,8 +295,14 @@ class TrainOptions(_Preset):
     """Options of `train_causal_lm` and the flags of `plldr-hf train pldrllm`."""
 
     FAMILY = "pldrllm"
+    TRAINER_ARGUMENTS = "TrainingArguments"
+    TRAINER_FIELDS = {
+        "per_device_train_batch_size": "batch_size",
+        "disable_tqdm": "no_progress",
+        "resume_from_checkpoint": "resume",
+    }
 
-    size: str = _opt("tiny", sizes_help("pldrllm"), choices=tuple(PRESETS["pldrllm"]))
+    size: str = _opt("tiny", sizes_help("pldrllm"), metavar="{" + ",".join(PRESETS["pldrllm"]) + "},RECIPE_FILE")
     output_dir: str = _opt("pldrllm-run", "checkpoints, final model and report")
     dataset: list[str] = _opt(
         [],
@@ -425,6 +384,7 @@ class TrainOptions(_Preset):
         "one document per example, batches concatenated without padding (DataCollatorWithFlattening); each "
         "document keeps its own Gram matrix and attention (default: fixed packed blocks)",
     )
+    trainer_args: dict = _trainer_args_opt("TrainingArguments")
 
     def check_combination(self) -> None:
         super().check_combination()
@@ -439,17 +399,18 @@ class TrainOptions(_Preset):
         """Fills the recipe options left unset (None) from the size's run settings (`SIZE_RECIPE`: block, batch,
         vocabulary, learning rate, steps; 100 steps where the size sets none). The other run settings of a preset
         (the smoke run's data limits) apply through `from_name` / `--tiny` only."""
-        preset = PRESETS["pldrllm"][self.size]["run"]
+        run = preset("pldrllm", self.size)["run"]
         out = copy.copy(self)
         for name in SIZE_RECIPE:
             if self.init_from and name in FROM_THE_BASE_MODEL:
                 continue  # the pipeline reads them off the base model
-            if getattr(out, name) is None and name in preset:
-                setattr(out, name, preset[name])
+            if getattr(out, name) is None and name in run:
+                setattr(out, name, run[name])
         if out.max_steps is None:
             out.max_steps = 100
         out.report_to = [r for r in self.report_to if r != "none"]
         out.dataset = list(self.dataset)
+        out.trainer_args = dict(self.trainer_args)
         return out
 
 
@@ -458,6 +419,16 @@ class TranslationOptions(_Preset):
     """Options of `train_translation` and the flags of `plldr-hf train agf`."""
 
     FAMILY = "agf"
+    TRAINER_ARGUMENTS = "Seq2SeqTrainingArguments"
+    TRAINER_FIELDS = {
+        "per_device_train_batch_size": "batch_size",
+        "per_device_eval_batch_size": "eval_batch_size",
+        "num_train_epochs": "epochs",
+        "lr_scheduler_type": "scheduler",
+        "disable_tqdm": "no_progress",
+        "use_cpu": "cpu",
+        "resume_from_checkpoint": "resume",
+    }
 
     # the model
     position_encoding: str = _opt(
@@ -468,7 +439,9 @@ class TranslationOptions(_Preset):
         group="model",
     )
     pcmv: bool = _opt(False, "PCM-V: weight the values by the AGF coefficient", group="model")
-    size: str = _opt("base", sizes_help("agf"), choices=tuple(PRESETS["agf"]), group="model")
+    size: str = _opt(
+        "base", sizes_help("agf"), metavar="{" + ",".join(PRESETS["agf"]) + "},RECIPE_FILE", group="model"
+    )
     label_smoothing: float = _opt(0.1, "label smoothing of the training loss", min="unit", group="model")
     model_overrides: dict = _opt(
         {},
@@ -579,15 +552,7 @@ class TranslationOptions(_Preset):
         [], "Trainer integrations, or none (none given: tensorboard if installed)", nargs="+", group="training"
     )
     no_progress: bool = _opt(False, "no progress bars", group="training")
-    trainer_args: dict = _opt(
-        {},
-        "any other Seq2SeqTrainingArguments field, e.g. --trainer-arg save_total_limit=5 (repeatable)",
-        flag="--trainer-arg",
-        action="append",
-        parse="parse_key_value",
-        metavar="KEY=VALUE",
-        group="training",
-    )
+    trainer_args: dict = _trainer_args_opt("Seq2SeqTrainingArguments", group="training")
 
     @property
     def is_wmt17(self) -> bool:

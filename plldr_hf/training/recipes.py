@@ -24,7 +24,8 @@ import logging
 import os
 from typing import TYPE_CHECKING
 
-from plldr_hf.training.options import PRESETS, TrainOptions, TranslationOptions
+from plldr_hf.training.options import TrainOptions, TranslationOptions
+from plldr_hf.training.presets import preset
 
 
 if TYPE_CHECKING:
@@ -68,12 +69,8 @@ def _default_report_to() -> list[str] | str:
 
 
 def model_fields(family: str, size: str) -> dict:
-    """The model config fields of a named size (`PRESETS[family][size]["model"]`, following a size it names)."""
-    sizes = PRESETS[family]
-    if size not in sizes:
-        raise ValueError(f"unknown {family} size {size!r}; choose one of {sorted(sizes)}")
-    model = sizes[size]["model"]
-    return dict(sizes[model]["model"] if isinstance(model, str) else model)
+    """The model config fields of a size: a shipped recipe's name or a recipe file (`options.preset`)."""
+    return dict(preset(family, size)["model"])
 
 
 def gradient_accumulation(options: TrainOptions, processes: int) -> int:
@@ -105,7 +102,7 @@ def causal_lm_recipe(options: TrainOptions) -> tuple[TrainingArguments, Pretrain
     sets the tokenizer's own size once it has one). Creating the arguments sets up the distributed state
     (torchrun / accelerate launch), so a run asks for them before it reads data."""
     # a fine-tune (`init_from`) trains the base model's config; the size's stands in until the run has it
-    vocab_size = options.vocab_size or PRESETS["pldrllm"][options.size]["run"]["vocab_size"]
+    vocab_size = options.vocab_size or preset("pldrllm", options.size)["run"]["vocab_size"]
     config = pldrllm_config(
         options.size, vocab_size, max_position_embeddings=options.block_size, dag_loss_form=options.dag_form
     )
@@ -133,6 +130,7 @@ def causal_lm_recipe(options: TrainOptions) -> tuple[TrainingArguments, Pretrain
         include_num_input_tokens_seen=True,
         # each process reads its own shards of a stream, instead of the main process reading for all
         **streamed,
+        **options.trainer_args,
     )
     return args, config
 
@@ -156,7 +154,7 @@ def pldrllm_config(
     fields = model_fields("pldrllm", size)
     fields.update(
         vocab_size=vocab_size,
-        max_position_embeddings=max_position_embeddings or PRESETS["pldrllm"][size]["run"]["block_size"],
+        max_position_embeddings=max_position_embeddings or preset("pldrllm", size)["run"]["block_size"],
         dag_loss_form=dag_loss_form,
         pad_token_id=0,
         bos_token_id=2,

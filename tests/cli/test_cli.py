@@ -61,7 +61,10 @@ def test_train_flags_come_from_the_options_dataclasses(capsys):
     options = options_from(args)
     assert (options.max_steps, options.max_train_documents, options.size) == (7, 2000, "tiny")
     assert parser.parse_args(["train", "pldrllm", "--size", "mini"]).size in PRESETS["pldrllm"]
-    with pytest.raises(ValueError, match="--size: must be one of tiny, mini, small, 110m, got 'huge'"):
+    with pytest.raises(
+        ValueError,
+        match=r"--size: must be one of tiny, mini, small, 110m or a recipe file \(.json, .yaml, .yml\), got 'huge'",
+    ):
         options_from(parser.parse_args(["train", "pldrllm", "--size", "huge"]))
 
 

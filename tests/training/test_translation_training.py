@@ -125,8 +125,14 @@ def test_training_arguments_guards(tmp_path):
         train(options)
     with pytest.raises(FileNotFoundError, match="no checkpoint"):
         train(TranslationOptions(output_dir=str(tmp_path / "empty"), resume=True))
-    with pytest.raises(ValueError, match="invalid training arguments: .*no_such_argument"):
-        train(TranslationOptions(output_dir=str(tmp_path), trainer_args={"no_such_argument": 1}))
+    # named when the options are made, before any data is read
+    with pytest.raises(ValueError, match="--trainer-arg no_such_argument: Seq2SeqTrainingArguments has no such field"):
+        TranslationOptions(output_dir=str(tmp_path), trainer_args={"no_such_argument": 1})
+    # a value transformers refuses is one line too
+    with pytest.raises(ValueError, match="no_such_optimizer is not a valid OptimizerNames"):
+        translation_arguments_of(
+            TranslationOptions(output_dir=str(tmp_path), trainer_args={"optim": "no_such_optimizer"})
+        )
 
 
 def test_options_own_the_defaults_of_the_training_arguments(tmp_path):

@@ -26,7 +26,7 @@ def register(subparsers) -> None:
     families = parser.add_subparsers(dest="family", metavar="FAMILY", required=True)
     for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
         family = importlib.import_module(f"{__name__}.{info.name}")
-        family.register(families).set_defaults(func=partial(run, family))
+        family.register(families).set_defaults(func=partial(run, family), options_class=family.options_class())
 
 
 def run(family, args: argparse.Namespace) -> int:

@@ -8,7 +8,7 @@ The run itself is the command path of every family (`plldr_hf_cli/commands/train
 
 import argparse
 
-from plldr_hf_cli.arguments import add_option_flags, load_light_module, options_from_args
+from plldr_hf_cli.arguments import add_option_flags, add_recipe_flags, load_light_module, options_from_args, recipe_of
 from plldr_hf_cli.output import add_overwrite_flag
 
 
@@ -33,22 +33,23 @@ def register(families):
         ),
     )
     options = _options_module()
-    tiny = ", ".join(f"{key} {value}" for key, value in options.PRESETS["agf"]["tiny"]["run"].items())
-    parser.add_argument(
-        "--tiny", action="store_true", help=f"CPU smoke run: the tiny preset ({tiny}); flags still win"
-    )
+    add_recipe_flags(parser, options.TranslationOptions)
     add_option_flags(parser, options.TranslationOptions)
     add_overwrite_flag(parser, "--output-dir")
     return parser
 
 
+def options_class():
+    """The options dataclass of this family's runs."""
+    return _options_module().TranslationOptions
+
+
 def options_from(args: argparse.Namespace):
-    """`TranslationOptions` from parsed flags: the `tiny` preset with `--tiny`, the `wmt17` preset for
+    """`TranslationOptions` from parsed flags: the recipe of `--recipe` / `--tiny`, the `wmt17` recipe for
     `--dataset wmt17`, else the field defaults; then every flag given."""
     options = _options_module()
     wmt17 = options.is_wmt17(getattr(args, "dataset", None))
-    preset = "tiny" if getattr(args, "tiny", False) else "wmt17" if wmt17 else None
-    return options_from_args(args, options.TranslationOptions, preset)
+    return options_from_args(args, options.TranslationOptions, recipe_of(args, "wmt17" if wmt17 else None))
 
 
 def summary(report) -> list[str]:

@@ -9,7 +9,7 @@ are written once. That module imports only the standard library and is loaded he
 
 import argparse
 
-from plldr_hf_cli.arguments import add_option_flags, load_light_module, options_from_args
+from plldr_hf_cli.arguments import add_option_flags, add_recipe_flags, load_light_module, options_from_args, recipe_of
 from plldr_hf_cli.output import add_overwrite_flag
 
 
@@ -35,20 +35,22 @@ def register(families):
 
 
 def add_arguments(parser) -> None:
-    """Adds the `train pldrllm` flags (one per `TrainOptions` field) and `--tiny` to an argparse parser."""
+    """Adds the `train pldrllm` flags (one per `TrainOptions` field), `--recipe` and `--tiny` to an argparse parser."""
     options = load_options_module()
-    tiny = ", ".join(f"{key} {value}" for key, value in options.PRESETS["pldrllm"]["tiny"]["run"].items())
-    parser.add_argument(
-        "--tiny", action="store_true", help=f"CPU smoke run in seconds: the tiny preset ({tiny}); flags still win"
-    )
+    add_recipe_flags(parser, options.TrainOptions)
     add_option_flags(parser, options.TrainOptions)
     add_overwrite_flag(parser, "--output-dir")
 
 
+def options_class():
+    """The options dataclass of this family's runs."""
+    return load_options_module().TrainOptions
+
+
 def options_from(args: argparse.Namespace):
-    """`TrainOptions` from parsed flags: the field defaults or the `tiny` preset, then every flag given."""
-    options = load_options_module()
-    return options_from_args(args, options.TrainOptions, "tiny" if getattr(args, "tiny", False) else None)
+    """`TrainOptions` from parsed flags: the field defaults or the recipe (`--recipe`, `--tiny`), then every flag
+    given."""
+    return options_from_args(args, load_options_module().TrainOptions, recipe_of(args))
 
 
 def _sig(value) -> str:

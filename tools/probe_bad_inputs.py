@@ -135,6 +135,7 @@ class Probe:
     # ---------------------------------------------------------------- the cases
     def run(self) -> list[Outcome]:
         self.cli_every_numeric_flag()
+        self.cli_trainer_fields()
         self.cli_every_output_path()
         self.cli_values()
         self.cli_folders()
@@ -302,6 +303,37 @@ class Probe:
                 "learning_rate=NaN" if key == "--trainer-arg" else "dropout=Infinity",
             ]
             self.cli(f"{path} {key} non-finite", [*argv, "--output-dir", self.work / "nf"], key)
+
+    def cli_trainer_fields(self) -> None:
+        """The class: every numeric field of transformers' TrainingArguments / Seq2SeqTrainingArguments, typed as a
+        `train` flag under its own name (`--adam_beta2 nan`), read off transformers' own dataclass (a field added by a
+        newer transformers is probed too); a field that no flag knows; a recipe file that cannot be read."""
+        import transformers
+
+        from plldr_hf.training.options import TrainOptions, TranslationOptions, flag_of
+
+        for family, options in (("pldrllm", TrainOptions), ("agf", TranslationOptions)):
+            specs = {spec.name: spec for spec in dataclasses.fields(options)}
+            parser = transformers.HfArgumentParser(getattr(transformers, options.TRAINER_ARGUMENTS))
+            for action in parser._actions:
+                if action.type not in (int, float) or not action.option_strings:
+                    continue
+                flag = action.option_strings[0]
+                # a field an option covers is checked as that option, and named by its flag
+                option = specs.get(options.TRAINER_FIELDS.get(action.dest, action.dest))
+                expect = flag_of(option) if option is not None else action.dest
+                for value in ("nan", "inf"):
+                    argv = ["train", family, "--tiny", flag, value, "--output-dir", self.work / "tf"]
+                    self.cli(f"train {family} {flag} {value}", argv, expect)
+            argv = ["train", family, "--tiny", "--no_such_field", "1", "--output-dir", self.work / "tf"]
+            self.cli(f"train {family} --no_such_field", argv, "--no_such_field")
+        for name, content in (("broken", "{"), ("list", "[1]"), ("extends-nothing", '{"extends": "huge"}'),
+                              ("nested", "[" * 100_000)):  # fmt: skip
+            path = self.work / f"recipe-{name}.json"
+            path.write_text(content)
+            argv = ["train", "pldrllm", "--recipe", path, "--output-dir", self.work / "tf"]
+            self.cli(f"train --recipe {name} file", argv, "--recipe")
+        self.cli("train --recipe missing file", ["train", "agf", "--recipe", self.work / "none.yaml"], "--recipe")
 
     def cli_every_output_path(self) -> None:
         """The class: every argument a command writes gets the paths that would lose what it reads (the input
@@ -1089,6 +1121,8 @@ def numeric_flags(parser, path=()) -> list:
         if isinstance(action, argparse._SubParsersAction):
             for name, sub in action.choices.items():
                 found += numeric_flags(sub, (*path, name))
+        elif action.help == argparse.SUPPRESS:
+            continue  # a hidden spelling (`--learning_rate`) of a visible flag, which shares its type and checks
         elif action.option_strings and callable(action.type) and action.type is not str:
             try:
                 value = action.type("1")

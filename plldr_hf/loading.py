@@ -223,7 +223,7 @@ def load_tokenizer(path: str | os.PathLike, *, model_config=None):
     another family, or one whose ids reach past the model's vocabulary."""
     from transformers import AutoTokenizer
 
-    import plldr_hf  # noqa: F401  (routes released PLDR-LLM folders to the exact unigram tokenizer)
+    import plldr_hf.models  # noqa: F401  (routes released PLDR-LLM folders to the exact unigram tokenizer)
 
     folder = Path(path)
     if folder.is_file():

@@ -194,21 +194,11 @@ def option_names(parser: argparse.ArgumentParser) -> dict[str, str]:
     return names
 
 
-IMPORT_NOISE_LOGGERS = ("torchao", "torch.utils._pytree", "bitsandbytes")
-
-
 def quiet_import_noise():
-    """Optional backends that transformers imports whenever they are installed warn while importing (torchao of its
-    kernels built for CUDA, torch's pytree of their enums, bitsandbytes of a missing kernel package): noise before
-    every command's own line, whatever the command. Their loggers show errors only while a command runs; returns
-    the function that gives them back their levels."""
-    import logging
+    """`plldr_hf.import_noise.quiet_import_noise`, loaded without importing the package (torch)."""
+    from plldr_hf_cli.arguments import load_light_module
 
-    loggers = [logging.getLogger(name) for name in IMPORT_NOISE_LOGGERS]
-    levels = [logger.level for logger in loggers]
-    for logger in loggers:
-        logger.setLevel(logging.ERROR)
-    return lambda: [logger.setLevel(level) for logger, level in zip(loggers, levels)]
+    return load_light_module("plldr_hf.import_noise").quiet_import_noise()
 
 
 def quiet_libraries() -> None:

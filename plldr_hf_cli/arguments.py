@@ -8,6 +8,7 @@ import dataclasses
 import importlib.util
 import logging
 import math
+import os
 import sys
 import typing
 from functools import partial
@@ -268,7 +269,8 @@ def show_pipeline_logs(fmt: str = "%(message)s") -> None:
         root.addHandler(handler)
     if root.level == logging.NOTSET or root.level > logging.WARNING:
         root.setLevel(logging.WARNING)
-    logging.getLogger("plldr_hf").setLevel(logging.INFO)
+    # one process speaks for a run of several (torchrun, accelerate launch); the others log only problems
+    logging.getLogger("plldr_hf").setLevel(logging.INFO if os.environ.get("RANK", "0") == "0" else logging.WARNING)
 
 
 def non_finite_scores(results: dict, prefix: str = "") -> list[str]:

@@ -9,7 +9,7 @@ transformers' serving extra).
 
 from transformers.cli.serving.model_manager import ModelLoader
 
-import plldr_hf  # noqa: F401  (registers the families and exposes their classes on `transformers` in every process)
+import plldr_hf.models  # noqa: F401  (registers the families and exposes their classes on `transformers` in every process)
 
 
 class PackageModelLoader(ModelLoader):

@@ -16,7 +16,7 @@ TRANSFORMERS_BACKEND = "TransformersForCausalLM"
 def register() -> None:
     from vllm import ModelRegistry
 
-    import plldr_hf  # noqa: F401  (Auto-class registration of config and tokenizer)
+    import plldr_hf.models  # noqa: F401  (Auto-class registration of config and tokenizer)
     from plldr_hf.models.pldrllm.configuration_pldrllm import PldrllmConfig
 
     PldrllmConfig.layer_types = property(vllm_layer_types)

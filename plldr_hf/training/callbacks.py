@@ -177,12 +177,15 @@ class OrderParameterCallback(TrainerCallback):
     cannot run the model alone: nothing is measured, and the log says so.
     """
 
-    def __init__(self, init_file, resumed: bool = False):
+    def __init__(self, init_file, resumed: bool = False, real_text: list | None = None):
         self.init_file = Path(init_file)
         self.resumed = resumed
-        self.before = self.after = None
+        # held-out text the model is trained to predict (validation blocks, as token ids): calibration inputs it
+        # visits, measured beside the default ones after the last step
+        self.real_text = real_text
+        self.before = self.after = self.after_real_text = None
 
-    def _measure(self, args, model):
+    def _measure(self, args, model, calibration=None):
         from plldr_hf.models.pldrllm.diagnostics import order_parameters
 
         if args.fsdp:
@@ -191,7 +194,7 @@ class OrderParameterCallback(TrainerCallback):
         cpu = torch.get_rng_state()
         cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None
         try:
-            return order_parameters(model)
+            return order_parameters(model, calibration)
         finally:
             torch.set_rng_state(cpu)
             if cuda is not None:
@@ -212,12 +215,16 @@ class OrderParameterCallback(TrainerCallback):
             return  # the final evaluation right after an evaluation at the last step
         measured = self._measure(args, model)
         if measured is not None:
-            value = measured["across_inputs_max_over_layers"]["G_LM"]
-            state.log_history.append({"order_parameter_G_LM": value, "step": state.global_step})
+            entry = {"order_parameter_G_LM": measured["across_inputs_max_over_layers"]["G_LM"]}
+            stages = measured.get("stages_of_the_headline_layer") or {}
+            entry.update({f"stage_{key}": value for key, value in stages.items() if key.startswith("relative_")})
+            state.log_history.append({**entry, "step": state.global_step})
 
     def on_train_end(self, args, state, control, model=None, **kwargs):
         if state.is_world_process_zero:
             self.after = self._measure(args, model)
+            if self.real_text:
+                self.after_real_text = self._measure(args, model, self.real_text)
 
 
 class TestScoresCallback(TrainerCallback):
@@ -274,6 +281,7 @@ def add_run_callbacks(
     desc: str | None = None,
     order_parameter_file=None,
     resumed: bool = False,
+    real_text: list | None = None,
     test_scores: TestScoresCallback | None = None,
 ) -> RunCallbacks:
     """Installs the callbacks of a training run on `trainer`: step timing, clipping by value 1.0 (the PLDR-LLM
@@ -284,7 +292,7 @@ def add_run_callbacks(
     if clip_by_value:
         trainer.add_callback(ClipGradValueCallback(1.0))
     if order_parameter_file is not None:
-        installed.order_parameters = OrderParameterCallback(order_parameter_file, resumed=resumed)
+        installed.order_parameters = OrderParameterCallback(order_parameter_file, resumed=resumed, real_text=real_text)
         trainer.add_callback(installed.order_parameters)
     if test_scores is not None:
         installed.test_scores = test_scores

@@ -25,14 +25,15 @@ from dataclasses import asdict
 from pathlib import Path
 
 from plldr_hf.evaluation import perplexity_from_metrics
+from plldr_hf.models.pldrllm.plots import plot_stages_over_training
 from plldr_hf.plots import loss_curves_skipped, plot_loss_curves
-from plldr_hf.training.checkpoints import check_data_unchanged, resolve_checkpoint
+from plldr_hf.training.checkpoints import check_data_unchanged, resolve_checkpoint, train_from
 from plldr_hf.training.data_checks import data_fault_message, is_data_fault
 from plldr_hf.training.options import TrainOptions
 from plldr_hf.training.recipes import causal_lm_recipe, seconds_per_step
 from plldr_hf.training.report import RunReport, collect_warnings
 from plldr_hf.training.run_data import prepare_tokenizer_and_data
-from plldr_hf.training.start import starting_point
+from plldr_hf.training.start import starting_point, with_lora
 
 
 logger = logging.getLogger(__name__)
@@ -82,8 +83,16 @@ def train_causal_lm(options: TrainOptions, *, tokenizer=None, callbacks=()) -> R
     return report
 
 
+def calibration_blocks(blocks, config, count: int = 8) -> list[list[int]]:
+    """Up to `count` validation blocks as calibration inputs of the order parameters: text the model learns to
+    predict, cut to leave room for the diagnostic's continuation (`collapse.CALIBRATION_ROOM`)."""
+    from plldr_hf.models.pldrllm.collapse import CALIBRATION_ROOM
+
+    room = max(1, config.max_position_embeddings - CALIBRATION_ROOM)
+    return [list(ids[:room]) for ids in blocks[: min(count, len(blocks))]["input_ids"]]
+
+
 def _train_causal_lm(options: TrainOptions, tokenizer, callbacks) -> RunReport:
-    from peft import get_peft_model
     from transformers import LlamaForCausalLM, set_seed
 
     from plldr_hf import PldrllmForCausalLM
@@ -156,8 +165,7 @@ def _train_causal_lm(options: TrainOptions, tokenizer, callbacks) -> RunReport:
         # the model is sized to the tokenizer, which may hold fewer pieces than asked for
         config.vocab_size = len(data.tokenizer)
         model = LlamaForCausalLM(config) if options.architecture == "llama" else PldrllmForCausalLM(config)
-    if start.lora is not None:
-        model = get_peft_model(model, start.lora)
+    model = with_lora(model, start)
     trainer = PldrTrainer(
         model=model,
         args=args,
@@ -178,13 +186,14 @@ def _train_causal_lm(options: TrainOptions, tokenizer, callbacks) -> RunReport:
         desc=options.architecture,
         order_parameter_file=out / "order_parameter_init.json" if learned_g else None,
         resumed=checkpoint is not None,
+        real_text=calibration_blocks(eval_blocks, config) if learned_g else None,
     )
     before = None
     if options.init_from and checkpoint is None:
         # the base model on the user's validation data, so the report shows what fine-tuning changed
         before = trainer.evaluate(metric_key_prefix="eval_before")
     try:
-        train_result = trainer.train(resume_from_checkpoint=checkpoint)
+        train_result = train_from(trainer, checkpoint)
     except Exception as error:
         if options.streaming and is_data_fault(error):
             # a streamed file damaged past the start `data_checks.check_local_files` reads: say which data and when
@@ -231,6 +240,7 @@ def _train_causal_lm(options: TrainOptions, tokenizer, callbacks) -> RunReport:
     report.diagnostics = {
         "order_parameter_before": order.before if order else None,
         "order_parameter_after": order.after if order else None,
+        "order_parameter_after_real_text": order.after_real_text if order else None,
     }
     report.step_timing = installed.timer.summary()
     report.seconds_per_step = seconds_per_step(train_result.metrics, trainer.state.global_step)
@@ -239,5 +249,7 @@ def _train_causal_lm(options: TrainOptions, tokenizer, callbacks) -> RunReport:
     report.loss_curves = str(curves) if curves else None
     if curves is None:
         logger.info("loss curves not plotted: %s", report.loss_curves_skipped)
+    stages = plot_stages_over_training(history, out / "stages_over_training.png")
+    report.stage_curves = str(stages) if stages else None
     (out / "log_history.json").write_text(json.dumps(history, indent=1))
     return report

@@ -245,3 +245,16 @@ def check_data_unchanged(output_dir, options, resuming: bool, is_main: bool = Tr
         staging = path.with_name(f".{FINGERPRINT_FILE}.{os.getpid()}")
         staging.write_text(json.dumps(current, indent=1) + "\n")
         staging.replace(path)
+
+
+def train_from(trainer, checkpoint: str | None):
+    """`trainer.train(resume_from_checkpoint=checkpoint)`. Resuming, Trainer reads the checkpoint's config.json with
+    the base `PreTrainedConfig` (for its transformers version), whose `rope_scaling` setter warns that the field is
+    deprecated: the released PLDR-LLM format writes `rope_scaling: null`, so every resume would warn about a file
+    the user did not write. That one warning is not shown."""
+    import warnings
+
+    with warnings.catch_warnings():
+        if checkpoint is not None:
+            warnings.filterwarnings("ignore", message="`rope_scaling` is deprecated", category=FutureWarning)
+        return trainer.train(resume_from_checkpoint=checkpoint)

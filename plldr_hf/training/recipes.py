@@ -260,16 +260,27 @@ def reference_training_arguments(
         data_seed=seed,
         dataloader_drop_last=True,
         dataloader_pin_memory=torch.cuda.is_available(),
+        # every trainable parameter takes part in every forward (LoRA's frozen ones are not tracked): DDP need not
+        # search the graph for unused ones each step, and does not warn that it searched in vain
+        ddp_find_unused_parameters=False,
     )
-    if not torch.cuda.is_available() and int(os.environ.get("WORLD_SIZE", "1")) > 1:
-        # multi-process CPU DDP (torchrun) needs both, otherwise every process trains alone (accelerate reads both from the launcher's environment)
-        kwargs.update(use_cpu=True, ddp_backend="gloo")
+    kwargs.update(cpu_processes_arguments())
     kwargs.update(overrides)
     if fsdp_for is not None:
         from plldr_hf.training.distributed import fsdp_arguments
 
         kwargs.update(fsdp_arguments(fsdp_for))
     return TrainingArguments(**kwargs)
+
+
+def cpu_processes_arguments() -> dict:
+    """What several processes on CPUs (torchrun, accelerate launch) need to train as one run: without `use_cpu` and
+    the gloo backend every process trains alone, each one a main process."""
+    import torch
+
+    if torch.cuda.is_available() or int(os.environ.get("WORLD_SIZE", "1")) <= 1:
+        return {}
+    return {"use_cpu": True, "ddp_backend": "gloo"}
 
 
 def seconds_per_step(train_metrics: dict, steps: int) -> float | None:
@@ -318,11 +329,15 @@ def translation_arguments_of(options: TranslationOptions, **overrides) -> Seq2Se
         report_to=(report_to or "none") if report_to is not None else _default_report_to(),
         bf16=options.bf16 if options.bf16 is not None else bf16_available(),
         dataloader_pin_memory=torch.cuda.is_available(),
+        # every trainable parameter of every position encoding takes part in every forward (tested): DDP need not
+        # search for unused ones, and does not warn that it searched in vain
+        ddp_find_unused_parameters=False,
         seed=options.seed,
         disable_tqdm=options.no_progress,
     )
     if options.cpu:
         fields["use_cpu"] = True
+    fields.update(cpu_processes_arguments())
     fields.update(options.trainer_args)
     fields.update(overrides)
     try:

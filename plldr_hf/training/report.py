@@ -43,6 +43,8 @@ class RunReport:
         step_timing: per-step timings of `StepTimerCallback`.
         loss_curves: the `loss_curves.png` written, or None with the reason in `loss_curves_skipped`.
         loss_curves_skipped: why no loss curves were plotted.
+        stage_curves: PLDR-LLM with a learned G: `stages_over_training.png`, the relative spread across inputs of
+            each PLGA stage at every evaluation (`plldr_hf.models.pldrllm.stages`); None with fewer than two.
         warnings: what the package warned of during the run (a tokenizer smaller than asked, ...).
         model: the trained model (in memory only).
         tokenizer: its tokenizer (in memory only).
@@ -70,6 +72,7 @@ class RunReport:
     step_timing: dict = field(default_factory=dict)
     loss_curves: str | None = None
     loss_curves_skipped: str | None = None
+    stage_curves: str | None = None
     warnings: list[str] = field(default_factory=list)
     model: Any = field(default=None, repr=False, compare=False, metadata={"saved": False})
     tokenizer: Any = field(default=None, repr=False, compare=False, metadata={"saved": False})

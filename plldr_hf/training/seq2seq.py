@@ -36,7 +36,6 @@ import logging
 from dataclasses import asdict
 from pathlib import Path
 
-from peft import get_peft_model
 from transformers import (
     DataCollatorForSeq2Seq,
     GenerationConfig,
@@ -47,12 +46,12 @@ from plldr_hf.models.agf import AgfForConditionalGeneration
 from plldr_hf.models.agf.position_encodings import variant_label
 from plldr_hf.plots import loss_curves_skipped, plot_loss_curves
 from plldr_hf.training.callbacks import TestScoresCallback, add_run_callbacks
-from plldr_hf.training.checkpoints import check_data_unchanged, resolve_checkpoint
+from plldr_hf.training.checkpoints import check_data_unchanged, resolve_checkpoint, train_from
 from plldr_hf.training.options import TranslationOptions
 from plldr_hf.training.recipes import seconds_per_step, translation_recipe
 from plldr_hf.training.report import RunReport, collect_warnings
 from plldr_hf.training.run_data import prepare_translation_data
-from plldr_hf.training.start import starting_point
+from plldr_hf.training.start import starting_point, with_lora
 from plldr_hf.training.translation_trainer import (
     IGNORE_INDEX,
     TranslationTrainer,
@@ -128,8 +127,7 @@ def _train_translation(options: TranslationOptions, tokenizer, callbacks) -> Run
     logger.info(
         "model: %s, %s, %.2fM parameters", options.init_from or options.size, label, model.num_parameters() / 1e6
     )
-    if start.lora is not None:
-        model = get_peft_model(model, start.lora)
+    model = with_lora(model, start)
     trainer = TranslationTrainer(
         model=model,
         args=args,
@@ -168,7 +166,7 @@ def _train_translation(options: TranslationOptions, tokenizer, callbacks) -> Run
             num_beams=options.num_beams,
         ),
     )
-    train_output = trainer.train(resume_from_checkpoint=checkpoint)
+    train_output = train_from(trainer, checkpoint)
     # Trainer keeps use_cache=False in the config after training (its gradient-checkpointing guard); the saved model
     # decodes with the cache
     model.config.use_cache = True
@@ -177,8 +175,14 @@ def _train_translation(options: TranslationOptions, tokenizer, callbacks) -> Run
         trainer.model.save_pretrained(out / "adapter")
         model = trainer.model = trainer.model.merge_and_unload()
     trainer.save_model()
-    # saved (train_results.json) and logged, not printed as a block: the command prints its own summary
-    logger.info("train metrics: %s", train_output.metrics)
+    # saved whole (train_results.json); the log gets one readable line
+    metrics = train_output.metrics
+    logger.info(
+        "trained %d steps in %.0f s, training loss %.4g",
+        trainer.state.global_step,
+        metrics.get("train_runtime", float("nan")),
+        metrics.get("train_loss", float("nan")),
+    )
     trainer.save_metrics("train", train_output.metrics)
     trainer.save_state()
 

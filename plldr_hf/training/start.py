@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 
-__all__ = ["StartingPoint", "starting_point"]
+__all__ = ["StartingPoint", "starting_point", "with_lora"]
 
 # PEFT's task type of each family's main model class
 _TASK_TYPES = {"AutoModelForCausalLM": "CAUSAL_LM", "AutoModelForSeq2SeqLM": "SEQ_2_SEQ_LM"}
@@ -54,3 +54,18 @@ def starting_point(options, tokenizer=None) -> StartingPoint:
             target_modules=list(family.lora_target_modules),
         )
     return StartingPoint(model=model, tokenizer=tokenizer, lora=lora)
+
+
+def with_lora(model, start: StartingPoint):
+    """The model wrapped with the starting point's LoRA adapters (itself without). peft asks the model
+    `is_gradient_checkpointing`, which transformers 5.25 deprecates with a FutureWarning the user can do nothing
+    about: that one warning is not shown."""
+    if start.lora is None:
+        return model
+    import warnings
+
+    from peft import get_peft_model
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="`is_gradient_checkpointing` is deprecated", category=FutureWarning)
+        return get_peft_model(model, start.lora)

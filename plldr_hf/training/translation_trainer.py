@@ -141,6 +141,14 @@ class TranslationTrainer(Seq2SeqTrainer):
         self.bucket_by_length = bucket_by_length
         super().__init__(*args, **kwargs)
 
+    def evaluation_loop(self, *args, **kwargs):
+        # Seq2SeqTrainer gathers predictions across processes with `accelerator.gather`, which keeps the rows
+        # accelerate repeats to even out the last batch (github.com/huggingface/transformers/pull/27025: for
+        # num_return_sequences > 1). These predictions have one row per segment, so `gather_for_metrics` drops the
+        # repeats: under torchrun the scores are those of the segments, once each
+        self.gather_function = self.accelerator.gather_for_metrics
+        return super().evaluation_loop(*args, **kwargs)
+
     def _get_train_sampler(self, train_dataset=None):
         dataset = train_dataset if train_dataset is not None else self.train_dataset
         if not self.bucket_by_length or not hasattr(dataset, "column_names"):

@@ -70,7 +70,7 @@ def run(args) -> int:
 
     # first: importing plldr_hf after transformers' CLI would expose the classes on a `transformers` module object
     # that the server no longer reads (it looks architectures up there)
-    import plldr_hf  # noqa: F401  (registers the families and exposes their classes on `transformers`)
+    import plldr_hf.models  # noqa: F401  (registers the families and exposes their classes on `transformers`)
 
     model = check_model_argument(args.serve_args)
     refuse_learned_g_with_continuous_batching(args.serve_args)

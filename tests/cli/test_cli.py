@@ -35,6 +35,42 @@ def test_help_imports_neither_torch_nor_transformers():
     assert proc.returncode == 0, proc.stderr
 
 
+@pytest.mark.parametrize("launch", [["-m"], ["-u", "-m"]], ids=["python -m", "python -u -m (torchrun)"])
+def test_module_refuses_before_importing_torch(launch):
+    """`python -m plldr_hf` (as torchrun and accelerate run it) parses and refuses before torch and transformers are
+    imported (Python's -X importtime lists every module imported), in one line."""
+    proc = subprocess.run(
+        [sys.executable, "-X", "importtime", *launch, "plldr_hf", "train", "pldrllm", "--max-steps", "0"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    imported = {line.rsplit("|", 1)[-1].strip() for line in proc.stderr.splitlines() if line.startswith("import time")}
+    assert proc.returncode == 2 and "plldr_hf_cli" in imported
+    assert not {"torch", "transformers"} & imported
+    said = [line for line in proc.stderr.splitlines() if not line.startswith("import time")]
+    assert said == ["plldr-hf train pldrllm: error: --max-steps: must be a positive integer, got 0"]
+
+
+def test_the_example_script_and_the_package_import_say_nothing_of_the_optional_backends():
+    """The example script imports the package before parsing: its refusal is still its one line, without the
+    import lines of the optional backends that transformers imports (torchao, bitsandbytes, kernels)."""
+    script = str(REPO_ROOT / "examples" / "train_pldr_llm.py")
+    proc = subprocess.run([sys.executable, script, "--max-steps", "0"], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2
+    assert proc.stderr.splitlines() == [
+        "plldr-hf train pldrllm: error: --max-steps: must be a positive integer, got 0"
+    ]
+
+
+def test_python_m_runs_the_command_and_import_registers():
+    """`python -m plldr_hf` runs the command line (its training runs: `tests/test_readme.py`); a plain
+    `import plldr_hf` registers the families and gives their classes."""
+    proc = subprocess.run([sys.executable, "-m", "plldr_hf", "--version"], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and proc.stdout.startswith("plldr-hf ")
+    code = "import plldr_hf, transformers\nprint(transformers.AutoConfig.for_model('pldrllm').model_type, plldr_hf.AgfConfig.model_type)"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert proc.stdout.split() == ["pldrllm", "agf"], proc.stderr[-2000:]
+
+
 def test_train_flags_come_from_the_options_dataclasses(capsys):
     import dataclasses
 

@@ -90,3 +90,25 @@ def test_ctrl_c_ends_both_ranks_in_one_line_and_resume_continues_the_losses(tmp_
     assert sorted(got) == list(range(1, 9))
     for step in range(3, 9):
         assert got[step] == pytest.approx(expected[step], rel=1e-5), step
+
+
+def test_translator_trains_as_one_run_of_two_processes(tmp_path):
+    """`torchrun --nproc_per_node 2 -m plldr_hf train agf --tiny`: one DDP run on the CPU (gloo), not two runs that
+    each think they are the main process; the tokenizer is trained once; the test split is scored once, over its
+    segments once each (the rows accelerate repeats to even out the last batch are dropped), so the scored target
+    tokens equal a single process's; and DDP does not warn about unused parameters."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO_ROOT), "HF_HUB_OFFLINE": "1"}
+    flags = ["-m", "plldr_hf", "train", "agf", "--tiny", "--max-steps", "4", "--report-to", "none", "--no-progress"]
+    single = subprocess.run([sys.executable, *flags, "--output-dir", str(tmp_path / "p1")], env=env, cwd=tmp_path,
+                            timeout=600, capture_output=True, text=True)  # fmt: skip
+    assert single.returncode == 0, single.stderr[-3000:]
+    torchrun = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--standalone"]
+    proc = subprocess.run([*torchrun, *flags, "--output-dir", str(tmp_path / "p2")], env=env, cwd=tmp_path,
+                          timeout=600, capture_output=True, text=True)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    said = proc.stdout + proc.stderr
+    assert said.count("training a bpe tokenizer") == 1 and said.count("test (32 segments)") == 1, said[-3000:]
+    assert "find_unused_parameters" not in said
+    one, two = (json.loads((tmp_path / run / "test_results.json").read_text()) for run in ("p1", "p2"))
+    assert two["segments"] == one["segments"] == 32
+    assert two["target_tokens"] == one["target_tokens"]

@@ -72,6 +72,7 @@ from plldr_hf.models.pldrllm.collapse import (
 )
 from plldr_hf.models.pldrllm.configuration_pldrllm import check_field
 from plldr_hf.models.pldrllm.dag import dag_loss
+from plldr_hf.models.pldrllm.stages import CHAIN, format_stages, stage_statistics
 
 
 FP32_EPS = torch.finfo(torch.float32).eps
@@ -277,6 +278,8 @@ class DiagnosticsReport:
     dag: dict
     dag_form: str = "log_ratio"
     notes: list = field(default_factory=list)
+    # where the variation across inputs is made or lost, stage by stage (`stages.stage_statistics`)
+    stages: dict | None = None
 
     # what each saved order parameter aggregates (written into `to_dict()`, so the JSON file says it too)
     AGGREGATION = {
@@ -342,6 +345,8 @@ class DiagnosticsReport:
                 f"| {sum(pf[layer])}/{self.num_heads} heads | {fmt(self.dag['A_LM'][layer])} "
                 f"| {fmt(self.dag['A_P'][layer])} | {fmt(self.dag['G_LM'][layer])} |"
             )
+        if self.stages is not None:
+            lines += ["", format_stages(self.stages)]
         if self.notes:
             lines += [""] + [f"note: {note}" for note in self.notes]
         return "\n".join(lines)
@@ -398,6 +403,7 @@ def diagnose(model, inputs=None, tokenizer=None, new_tokens: int = 16, rtol: flo
             prompt = torch.tensor([seq], dtype=torch.long, device=device)
             prompt_outputs.append(deductive_outputs(model, prompt))
             full_outputs.append(deductive_outputs(model, _greedy_continuation(model, prompt, new_tokens)))
+        stages = stage_statistics(model, sequences) if all(_finite(o["G_LM"]) for o in prompt_outputs) else None
     finally:
         model.train(was_training)
     for name in ("A", "G_LM"):
@@ -465,6 +471,7 @@ def diagnose(model, inputs=None, tokenizer=None, new_tokens: int = 16, rtol: flo
         perron_frobenius={key: _tolist(value) for key, value in pf.items()},
         dag=dag,
         notes=notes,
+        stages=stages,
     )
 
 
@@ -506,7 +513,20 @@ def order_parameters(model, calibration=None, new_tokens: int = 16) -> dict | No
         # a diverged model: say so instead of dying after the whole run
         _logger.warning("order parameters not measured: %s", error)
         return None
-    return {
+    measured = {
         "across_inputs_max_over_layers": dict(report.order_parameter_inputs),
         "prompt_vs_continuation_max_over_layers": dict(report.order_parameter),
     }
+    if report.stages is not None:
+        # the stages' relative spreads (scale-robust) and G_LM's SOC numerator and denominator, each the value of
+        # the layer whose G_LM order parameter is largest (the headline's layer)
+        layers = report.stages["layers"]
+        worst = max(range(len(layers)), key=lambda i: layers[i]["G_LM"]["order_parameter"])
+        layer = layers[worst]
+        measured["stages_of_the_headline_layer"] = {
+            "layer": worst,
+            **{f"relative_{name}": (layer.get(name) or {}).get("relative") for name in CHAIN},
+            "G_LM_soc_numerator_rmse": layer["G_LM"]["numerator_rmse"],
+            "G_LM_soc_denominator_abs_mean": layer["G_LM"]["denominator_abs_mean"],
+        }
+    return measured

@@ -5,6 +5,7 @@
 | order parameter per layer and tensor (bars) | `plot_order_parameters` |
 | singular values of the metric tensor A | `plot_singular_values` |
 | `diagnostics.json` and both plots | `save_diagnostics` |
+| relative spread of each PLGA stage over training | `plot_stages_over_training` |
 """
 
 from __future__ import annotations
@@ -19,7 +20,37 @@ from plldr_hf.models.pldrllm.diagnostics import DiagnosticsReport
 from plldr_hf.plots import pyplot
 
 
-__all__ = ["plot_order_parameters", "plot_singular_values", "save_diagnostics"]
+__all__ = ["plot_order_parameters", "plot_singular_values", "plot_stages_over_training", "save_diagnostics"]
+
+
+def plot_stages_over_training(log_history: list[dict], path) -> Path | None:
+    """The relative spread across the calibration inputs of LN(A0), A, W·A, A_LM, A_P and G_LM at each evaluation
+    (the `stage_relative_*` entries `OrderParameterCallback` logs, for the layer of the largest G_LM order parameter),
+    with G_LM's SOC order parameter on a second axis; None when fewer than two evaluations logged them."""
+    from plldr_hf.models.pldrllm.stages import CHAIN
+
+    entries = [entry for entry in log_history if "stage_relative_G_LM" in entry]
+    if len(entries) < 2:
+        return None
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(8, 4.5), dpi=100)
+    steps = [entry["step"] for entry in entries]
+    labels = {"gram_ln": "LN(A0)", "W_A": "W·A"}
+    for name in CHAIN:
+        values = [entry.get(f"stage_relative_{name}") for entry in entries]
+        if all(value is not None for value in values):
+            ax.plot(steps, values, marker="o", label=labels.get(name, name))
+    ax.set_xlabel("training step")
+    ax.set_ylabel("relative spread across inputs (RMS of x - mean / RMS of x)")
+    soc = ax.twinx()
+    soc.plot(steps, [entry["order_parameter_G_LM"] for entry in entries], "k--", label="G_LM SOC order parameter")
+    soc.set_ylabel("G_LM SOC order parameter (max over layers)")
+    handles = ax.get_legend_handles_labels()[0] + soc.get_legend_handles_labels()[0]
+    fig.legend(handles, [h.get_label() for h in handles], loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=8)
+    ax.set_title("Where G stays input-dependent: each PLGA stage over training")
+    fig.savefig(path, bbox_inches="tight")
+    plt.close(fig)
+    return Path(path)
 
 
 def save_diagnostics(report: DiagnosticsReport, output_dir) -> dict[str, Path]:

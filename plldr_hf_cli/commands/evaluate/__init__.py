@@ -61,7 +61,7 @@ def register(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import plldr_hf  # noqa: F401  (registers the model types)
+    import plldr_hf.models  # noqa: F401  (registers the model types)
     from plldr_hf.loading import read_config
 
     config = read_config(args.model_dir)  # one line naming the folder when it is missing or not a model

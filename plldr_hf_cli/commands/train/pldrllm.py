@@ -71,9 +71,27 @@ def summary(report) -> list[str]:
     ]
     before, after = g_lm("order_parameter_before"), g_lm("order_parameter_after")
     if before is not None or after is not None:
+        real = g_lm("order_parameter_after_real_text")
         lines.append(
             "G_LM order parameter (SOC RMSE/|mean| across the calibration inputs, max over layers; the collapse "
             f"criterion): before {_sig(before)}, after {_sig(after)}"
+            + (f" (on held-out validation text: {_sig(real)})" if real is not None else "")
         )
+        stages = (report.diagnostics.get("order_parameter_after") or {}).get("stages_of_the_headline_layer")
+        if stages:
+            chain = ", ".join(
+                f"{label} {_sig(stages[f'relative_{key}'])}"
+                for key, label in (
+                    ("gram_ln", "LN(A0)"),
+                    ("A", "A"),
+                    ("A_LM", "A_LM"),
+                    ("A_P", "A_P"),
+                    ("G_LM", "G_LM"),
+                )
+            )
+            lines.append(
+                f"where G varies (layer {stages['layer']}, relative spread across inputs): {chain}; "
+                f"SOC = {_sig(stages['G_LM_soc_numerator_rmse'])} / |mean| {_sig(stages['G_LM_soc_denominator_abs_mean'])}"
+            )
     lines.append(f"{_sig(report.seconds_per_step)} s/step (train_runtime / steps)")
     return lines

@@ -200,7 +200,8 @@ def test_every_headline_order_parameter_is_the_max_of_its_per_layer_values_and_t
         assert report.order_parameter[name] == max(report.order_parameter_per_layer[name])
         assert report.order_parameter_inputs[name] == max(report.order_parameter_inputs_per_layer[name])
         assert report.order_parameter_rms[name] == max(report.order_parameter_rms_per_layer[name])
-    headline, per_layer = markdown_tables(report.format_table())
+    headline, per_layer, stages = markdown_tables(report.format_table())
+    assert len(stages) == 1 + 3 and stages[0][0] == "layer"  # the stage table: one row per layer
     assert len(per_layer) == 1 + 3
     g_row = next(row for row in headline[1:] if row[0] == "G_LM")
     column = per_layer[0].index("G_LM SOC across inputs")

@@ -57,7 +57,11 @@ def test_one_train_serves_the_pldrllm_family_and_reports_in_its_fields(tmp_path)
     assert any("fewer than the 4000 asked for" in warning for warning in report.warnings), report.warnings
     validation = report.scores["validation"]
     assert validation["perplexity"] > 1 and validation["blocks"] == report.eval_examples > 0
-    assert set(report.diagnostics) == {"order_parameter_before", "order_parameter_after"}
+    assert set(report.diagnostics) == {
+        "order_parameter_before",
+        "order_parameter_after",
+        "order_parameter_after_real_text",
+    }
     # the order parameter at each evaluation, beside the validation loss (here the final one, at step 2)
     logged = [entry for entry in report.log_history if "order_parameter_G_LM" in entry]
     after = report.diagnostics["order_parameter_after"]["across_inputs_max_over_layers"]["G_LM"]

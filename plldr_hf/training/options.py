@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
 import importlib.util
 import json
 import math
@@ -119,9 +120,11 @@ def _trainer_args_opt(arguments: str, **meta):
     )
 
 
+@functools.cache
 def trainer_field_names(arguments: str) -> frozenset[str]:
     """The init fields of transformers' `TrainingArguments` / `Seq2SeqTrainingArguments` (imports transformers:
-    called only when there are trainer fields to check)."""
+    called only when there are trainer fields to check; read once per process, the options are checked again each
+    time they are resolved)."""
     import transformers
 
     return frozenset(f.name for f in dataclasses.fields(getattr(transformers, arguments)) if f.init)

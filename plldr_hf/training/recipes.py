@@ -69,7 +69,7 @@ def _default_report_to() -> list[str] | str:
 
 
 def model_fields(family: str, size: str) -> dict:
-    """The model config fields of a size: a shipped recipe's name or a recipe file (`options.preset`)."""
+    """The model config fields of a size: a shipped recipe's name or a recipe file (`presets.preset`)."""
     return dict(preset(family, size)["model"])
 
 
@@ -151,10 +151,11 @@ def pldrllm_config(
     """
     from plldr_hf import PldrllmConfig
 
-    fields = model_fields("pldrllm", size)
+    recipe = preset("pldrllm", size)  # a recipe file is read once
+    fields = dict(recipe["model"])
     fields.update(
         vocab_size=vocab_size,
-        max_position_embeddings=max_position_embeddings or preset("pldrllm", size)["run"]["block_size"],
+        max_position_embeddings=max_position_embeddings or recipe["run"]["block_size"],
         dag_loss_form=dag_loss_form,
         pad_token_id=0,
         bos_token_id=2,

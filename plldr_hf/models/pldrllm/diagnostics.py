@@ -72,7 +72,7 @@ from plldr_hf.models.pldrllm.collapse import (
 )
 from plldr_hf.models.pldrllm.configuration_pldrllm import check_field
 from plldr_hf.models.pldrllm.dag import dag_loss
-from plldr_hf.models.pldrllm.stages import CHAIN, format_stages, stage_statistics
+from plldr_hf.models.pldrllm.stages import CHAIN, deductive_outputs, format_stages, stage_statistics
 
 
 FP32_EPS = torch.finfo(torch.float32).eps
@@ -202,16 +202,6 @@ def dag_values_per_layer(samples: torch.Tensor, form: str = "log_ratio") -> list
     """DAG value (`dag_loss`, reference log-ratio form by default) per layer of `samples` (N, L, H, d, d), averaged
     over inputs and heads."""
     return [dag_loss(samples[:, layer], form).item() for layer in range(samples.shape[1])]
-
-
-def deductive_outputs(model, input_ids: torch.Tensor) -> dict[str, torch.Tensor]:
-    """(A, A_LM, A_P, G_LM) of one no-cache forward of `input_ids` (1, S), each float32 (L, H, d, d)."""
-    with torch.no_grad():
-        out = model(input_ids, use_cache=False, output_pldr_attentions=True)
-    return {
-        name: torch.stack([layer[i][0] for layer in out.pldr_attentions]).float().cpu()
-        for i, name in enumerate(DEDUCTIVE_TENSORS)
-    }
 
 
 def _g_mode(config) -> str:
@@ -403,7 +393,8 @@ def diagnose(model, inputs=None, tokenizer=None, new_tokens: int = 16, rtol: flo
             prompt = torch.tensor([seq], dtype=torch.long, device=device)
             prompt_outputs.append(deductive_outputs(model, prompt))
             full_outputs.append(deductive_outputs(model, _greedy_continuation(model, prompt, new_tokens)))
-        stages = stage_statistics(model, sequences) if all(_finite(o["G_LM"]) for o in prompt_outputs) else None
+        finite = all(_finite(o["G_LM"]) for o in prompt_outputs)
+        stages = stage_statistics(model, sequences, prompt_outputs) if finite else None
     finally:
         model.train(was_training)
     for name in ("A", "G_LM"):

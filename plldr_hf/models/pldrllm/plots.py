@@ -27,7 +27,7 @@ def plot_stages_over_training(log_history: list[dict], path) -> Path | None:
     """The relative spread across the calibration inputs of LN(A0), A, W·A, A_LM, A_P and G_LM at each evaluation
     (the `stage_relative_*` entries `OrderParameterCallback` logs, for the layer of the largest G_LM order parameter),
     with G_LM's SOC order parameter on a second axis; None when fewer than two evaluations logged them."""
-    from plldr_hf.models.pldrllm.stages import CHAIN
+    from plldr_hf.models.pldrllm.stages import CHAIN, LABELS
 
     entries = [entry for entry in log_history if "stage_relative_G_LM" in entry]
     if len(entries) < 2:
@@ -35,11 +35,10 @@ def plot_stages_over_training(log_history: list[dict], path) -> Path | None:
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(8, 4.5), dpi=100)
     steps = [entry["step"] for entry in entries]
-    labels = {"gram_ln": "LN(A0)", "W_A": "W·A"}
     for name in CHAIN:
         values = [entry.get(f"stage_relative_{name}") for entry in entries]
         if all(value is not None for value in values):
-            ax.plot(steps, values, marker="o", label=labels.get(name, name))
+            ax.plot(steps, values, marker="o", label=LABELS[name])
     ax.set_xlabel("training step")
     ax.set_ylabel("relative spread across inputs (RMS of x - mean / RMS of x)")
     soc = ax.twinx()

@@ -27,9 +27,12 @@ from __future__ import annotations
 
 import torch
 
+from plldr_hf.models.pldrllm.collapse import DEDUCTIVE_TENSORS
 
-# the chain of tensors whose relative spread is compared stage by stage
+
+# the chain of tensors whose relative spread is compared stage by stage, and how tables, plots and logs name them
 CHAIN = ("gram_ln", "A", "W_A", "A_LM", "A_P", "G_LM")
+LABELS = {"gram_ln": "LN(A0)", "A": "A", "W_A": "W·A", "A_LM": "A_LM", "A_P": "A_P", "G_LM": "G_LM"}
 
 
 def _statistics(x: torch.Tensor) -> dict:
@@ -75,43 +78,46 @@ def capture_gram_ln(model) -> tuple[list, list]:
     return captured, handles
 
 
-def stage_statistics(model, sequences: list[list[int]]) -> dict | None:
-    """The stage-by-stage statistics of a PLDR-LLM with a learned G over `sequences` (lists of ids, each one
-    unpadded input; at least two). Returns `{"layers": [per-layer dict], "input_lengths": [...]}`, or None for a model
-    without a learned G (nothing varies)."""
-    config = model.config
-    if config.has_fixed_G or len(sequences) < 2:
-        return None
-    device = next(model.parameters()).device
-    per_input = []  # per input: per layer {name: (H, d, d)}
+def deductive_outputs(model, input_ids: torch.Tensor) -> dict[str, torch.Tensor]:
+    """(A, A_LM, A_P, G_LM) of one no-cache forward of `input_ids` (1, S), each float32 (L, H, d, d) on the CPU, and
+    `gram_ln`, LN(A0), from the same forward where every layer runs its metric learner (a learned G)."""
     captured, handles = capture_gram_ln(model)
     try:
         with torch.no_grad():
-            for seq in sequences:
-                ids = torch.tensor([seq], dtype=torch.long, device=device)
-                outputs = model(ids, output_pldr_attentions=True, use_cache=False)
-                layers = []
-                for index, (a, a_lm, a_p, g_lm, *_rest) in enumerate(outputs.pldr_attentions):
-                    gram = captured[index]
-                    layers.append(
-                        {"gram_ln": None if gram is None else gram[0], "A": a[0], "A_LM": a_lm[0], "A_P": a_p[0],
-                         "G_LM": g_lm[0]}
-                    )  # fmt: skip
-                per_input.append(layers)
+            out = model(input_ids, use_cache=False, output_pldr_attentions=True)
     finally:
         for handle in handles:
             handle.remove()
+    outputs = {
+        name: torch.stack([layer[i][0] for layer in out.pldr_attentions]).float().cpu()
+        for i, name in enumerate(DEDUCTIVE_TENSORS)
+    }
+    if captured and all(gram is not None for gram in captured):
+        outputs["gram_ln"] = torch.stack([gram[0] for gram in captured]).float().cpu()
+    return outputs
+
+
+def stage_statistics(model, sequences: list[list[int]], outputs: list[dict] | None = None) -> dict | None:
+    """The stage-by-stage statistics of a PLDR-LLM with a learned G over `sequences` (lists of ids, each one
+    unpadded input; at least two). `outputs`: their `deductive_outputs`, when the caller has them already (one
+    forward per input is run otherwise). Returns `{"layers": [per-layer dict], "input_lengths": [...]}`, or None for
+    a model without a learned G (nothing varies)."""
+    if model.config.has_fixed_G or len(sequences) < 2:
+        return None
+    if outputs is None:
+        device = next(model.parameters()).device
+        outputs = [deductive_outputs(model, torch.tensor([seq], dtype=torch.long, device=device)) for seq in sequences]
+    # (N, L, H, d, d) per tensor
+    all_layers = {
+        name: torch.stack([o[name] for o in outputs]) for name in ("gram_ln", *DEDUCTIVE_TENSORS) if name in outputs[0]
+    }
     result = []
     for index, attention in enumerate(_attentions(model)):
         plga = attention.plgatt_layer
-        stacked = {
-            name: torch.stack([layers[index][name] for layers in per_input])
-            for name in ("gram_ln", "A", "A_LM", "A_P", "G_LM")
-            if per_input[0][index][name] is not None
-        }
+        stacked = {name: value[:, index] for name, value in all_layers.items()}
         with torch.no_grad():
             heads = attention.head_slice
-            w, b, p = plga.Wlst[heads].double(), plga.blst[heads].double(), plga.pwlst[heads].double()
+            w, b, p = (t[heads].detach().double().cpu() for t in (plga.Wlst, plga.blst, plga.pwlst))
             stacked["W_A"] = torch.matmul(w, stacked["A"].double())
             # d ln A_P = P · d ln A_LM: how strongly the power step scales relative changes of A_LM
             sensitivity = (p.abs() * stacked["A_LM"].double().log().abs()).mean().item()
@@ -171,4 +177,4 @@ def format_stages(stages: dict) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["CHAIN", "capture_gram_ln", "format_stages", "stage_statistics"]
+__all__ = ["CHAIN", "LABELS", "capture_gram_ln", "deductive_outputs", "format_stages", "stage_statistics"]

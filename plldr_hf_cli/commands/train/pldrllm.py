@@ -79,15 +79,10 @@ def summary(report) -> list[str]:
         )
         stages = (report.diagnostics.get("order_parameter_after") or {}).get("stages_of_the_headline_layer")
         if stages:
+            from plldr_hf.models.pldrllm.stages import LABELS
+
             chain = ", ".join(
-                f"{label} {_sig(stages[f'relative_{key}'])}"
-                for key, label in (
-                    ("gram_ln", "LN(A0)"),
-                    ("A", "A"),
-                    ("A_LM", "A_LM"),
-                    ("A_P", "A_P"),
-                    ("G_LM", "G_LM"),
-                )
+                f"{LABELS[key]} {_sig(stages[f'relative_{key}'])}" for key in ("gram_ln", "A", "A_LM", "A_P", "G_LM")
             )
             lines.append(
                 f"where G varies (layer {stages['layer']}, relative spread across inputs): {chain}; "

@@ -120,7 +120,7 @@ def main(argv=None) -> int:
         **machine_and_versions(),
         "quick": args.quick,
     }
-    stem = "vllm_backends_quick" if args.quick else "vllm_backends"
+    stem = f"{args.stem}_quick" if args.quick else args.stem
     write_report(Path(args.report_dir), stem, markdown(results, meta), meta, results, plot)
     return 0
 

@@ -1,39 +1,58 @@
 """Serving a learned-G PLDR-LLM in vLLM (G kept per request) against the same model collapsed in vLLM and the
-learned-G model in HF `generate()` (its G-cache).
+learned-G model in HF `generate()` (its G-cache), at short prompts and at the papers' context lengths.
 
 Runs in the vLLM environment (`bash tools/make_vllm_env.sh`, then `.venv-vllm/bin/python -m benchmarks.vllm_learned_g`).
 
 Contenders, float32 on the CPU, random weights at the released 110M size (seed 0, as `benchmarks/vllm_serving.py`):
 
 - **vLLM PLDR-LLM (learned G)**: the plugin's per-request G state (`plldr_hf/serving/vllm_g_state.py`): the metric
-  learner runs once per request at prefill, over its whole prompt;
-- **vLLM PLDR-LLM (collapsed)**: the same weights after `collapse(force=True)`, G a fixed parameter. It runs with the
-  settings a learned G needs (no chunked prefill, no prefix caching), so the ratio measures the G state alone; the
-  rounds repeat the same prompts, which prefix caching would otherwise skip;
+  learner runs once per request at prefill, over its whole prompt, and decode reads G in place;
+- **vLLM PLDR-LLM (collapsed)**: the same weights after `collapse(force=True)`, G a fixed parameter. Both engines run
+  with the settings a learned G needs (no chunked prefill, no prefix caching, the same token budget per step), so the
+  ratio measures the G state alone; the rounds repeat the same prompts, which prefix caching would otherwise skip;
 - **HF generate PLDR-LLM (learned G)**: one left-padded `generate()` over all requests, KV and G caches, greedy.
 
-Requests as in `vllm_serving.py`: prompts of 8–96 random token ids, `--new-tokens` greedy tokens each, end token
-ignored. tok/s = generated tokens / wall time of one whole batch; each round runs the contenders in turn with the
-order rotated; the report gives medians over `--rounds` rounds after a warm-up round. Tokens: each contender's greedy
-tokens per request against HF `generate()` on that prompt alone (the learned-G model, or the collapsed one).
+Each contender runs in a process of its own that loads its model once and times each batch it is sent (`Worker`):
+with both engines in one process, the engine built first ran slower than the one built second (16 × 512 tokens,
+learned / collapsed 0.81 with the learned engine built first, 0.94 with it built second), and neither order is the
+fair one.
 
-Cost bound of learned / collapsed: the metric learner adds, per request and layer, the Gram matrix (2·T·H·d²) and
+Workloads: `--requests` batches of prompts of 8–96 random token ids (as `vllm_serving.py`), and `--long-requests`
+prompts of each of `--long-prompts` tokens: consecutive windows of the embedded Shakespeare text
+(`plldr_hf/data/en_shakespeare`, validation split) under the released SentencePiece tokenizer
+(`tests/fixtures/pldrllm_released`). Each request asks for `--new-tokens` greedy tokens, end token ignored.
+tok/s = generated tokens / wall time of one whole batch; each round runs the contenders in turn with the order
+rotated; the report gives medians over `--rounds` rounds after a warm-up round, and the machine's load average
+when the run started. Tokens: each contender's greedy tokens per request against HF `generate()` on that prompt alone.
+
+FLOP bound of learned / collapsed: the metric learner adds, per request and layer, the Gram matrix (2·T·H·d²) and
 the residual units on H·d rows of d (≈ 2·3·d·A_dff·units·dense per row) at prefill only; `flop_ratio` in the report
 is collapsed FLOPs / learned FLOPs over a batch, the best a learned G can reach.
 
-    .venv-vllm/bin/python -m benchmarks.vllm_learned_g            # 32 and 64 requests × 32 tokens
+Each change on its own (`changes` in the report, one layer of the 110M metric learner at the 64-request workload):
+the prefill metric learner on torch's GEMMs (`fused_units.py`) against vLLM's CPU GEMM, and the decode product q·G
+read by gathering each request's G against reading it in place.
+
+    .venv-vllm/bin/python -m benchmarks.vllm_learned_g            # 32, 64 short; 16 × 512 and 16 × 1,024 tokens
     .venv-vllm/bin/python -m benchmarks.vllm_learned_g --quick    # tiny models, a smoke run
 
-Writes `benchmarks/results/vllm_learned_g.md`, `.json` and `.png` (`--report-dir`).
+Writes `benchmarks/results/vllm_learned_g.md`, `.json` and `.png` (`--report-dir`, `--stem`).
 """
 
 import copy
+import functools
+import gzip
 import json
+import os
+import statistics
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 from benchmarks.vllm_serving import (
     MAX_MODEL_LEN,
+    Timed,
     collapse_on_random_ids,
     hf_alone,
     hf_batch,
@@ -52,17 +71,29 @@ from benchmarks.vllm_serving import plot as serving_plot
 
 
 CONTENDERS = ("vLLM PLDR-LLM (learned G)", "vLLM PLDR-LLM (collapsed)", "HF generate PLDR-LLM (learned G)")
-LIKE_A_LEARNED_G = dict(enable_chunked_prefill=False, enable_prefix_caching=False, max_num_batched_tokens=8192)
+REPO = Path(__file__).resolve().parents[1]
+TOKENIZER = REPO / "tests" / "fixtures" / "pldrllm_released"
+FLAGS = (
+    ("--long-prompts", dict(type=int, nargs="*", default=[512, 1024], help="prompt lengths of the long workloads")),
+    ("--long-requests", dict(type=int, default=16, help="requests per long workload [16]")),
+)
 
 
-def build_models(folder: Path, sizes: dict, pldr_extra: dict) -> dict:
+def like_a_learned_g(max_model_len: int) -> dict:
+    """The engine settings both vLLM contenders get: what a learned G needs (whole prompts, no prefix cache) and
+    one token budget per step."""
+    budget = max(8192, max_model_len)
+    return dict(enable_chunked_prefill=False, enable_prefix_caching=False, max_num_batched_tokens=budget)
+
+
+def build_models(folder: Path, sizes: dict, pldr_extra: dict, max_len: int) -> dict:
     """Saves the learned-G PLDR-LLM and its collapsed copy under `folder`; returns {name: (path, HF model)}."""
     import torch
 
     from plldr_hf import PldrllmConfig, PldrllmForCausalLM
 
     torch.manual_seed(0)
-    config = PldrllmConfig(**sizes, **pldr_extra, max_position_embeddings=MAX_MODEL_LEN, eos_token_id=None)
+    config = PldrllmConfig(**sizes, **pldr_extra, max_position_embeddings=max_len, eos_token_id=None)
     learned = PldrllmForCausalLM(config).eval()
     move_off_init(learned)
     collapsed = copy.deepcopy(learned)
@@ -73,6 +104,75 @@ def build_models(folder: Path, sizes: dict, pldr_extra: dict) -> dict:
         model.save_pretrained(path)
         models[name] = (path, model)
     return models
+
+
+def text_prompts(count: int, length: int, vocab_size: int) -> list[list[int]]:
+    """`count` consecutive windows of `length` tokens of the embedded Shakespeare validation text (ids folded into a
+    smaller vocabulary, for the quick run's tiny model)."""
+    from transformers import AutoTokenizer
+
+    from plldr_hf.training.corpus import embedded_data_path
+
+    tokenizer = AutoTokenizer.from_pretrained(TOKENIZER)
+    with gzip.open(embedded_data_path("en_shakespeare", "validation.txt.gz"), "rt", encoding="utf-8") as text:
+        ids = tokenizer(text.read())["input_ids"]
+    if len(ids) < count * length:
+        raise ValueError(f"the validation text has {len(ids)} tokens, fewer than {count} × {length}")
+    return [[i % vocab_size for i in ids[k * length : (k + 1) * length]] for k in range(count)]
+
+
+class Worker:
+    """One contender in a process of its own (this module with `--worker KIND FOLDER`), which loads its model once
+    and then runs each batch it is sent, timing it itself. Between batches it waits on its input and uses no CPU, so
+    no contender runs beside another's threads, memory or engine, whichever was started first."""
+
+    def __init__(self, kind: str, folder: Path, max_len: int, max_seqs: int, threads: int):
+        argv = [sys.executable, "-m", "benchmarks.vllm_learned_g", "--worker", kind, str(folder)]
+        argv += [str(max_len), str(max_seqs), str(threads)]
+        self.process = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=REPO)
+        self._answer()  # ready
+
+    def _answer(self) -> dict:
+        for line in self.process.stdout:  # vLLM and transformers may print lines of their own
+            if line.startswith(ANSWER):
+                return json.loads(line[len(ANSWER) :])
+        raise RuntimeError(f"benchmark worker stopped (exit code {self.process.wait()})")
+
+    def __call__(self, prompts: list[list[int]], new_tokens: int) -> Timed:
+        self.process.stdin.write(json.dumps({"prompts": prompts, "new_tokens": new_tokens}) + "\n")
+        self.process.stdin.flush()
+        answer = self._answer()
+        return Timed(answer["outputs"], answer["seconds"])
+
+    def close(self) -> None:
+        self.process.stdin.close()
+        self.process.wait()
+
+
+ANSWER = "WORKER-ANSWER "
+
+
+def worker(kind: str, folder: str, max_len: str, max_seqs: str, threads: str) -> int:
+    """The loop of a `Worker` process: a vLLM engine ("vllm") or the transformers model ("hf") on one folder."""
+    import torch
+
+    torch.set_num_threads(int(threads))
+    if kind == "vllm":
+        engine = vllm_engine(Path(folder), int(max_seqs), int(max_len), **like_a_learned_g(int(max_len)))
+        run = functools.partial(vllm_batch, engine)
+    else:
+        from plldr_hf import PldrllmForCausalLM
+
+        model = PldrllmForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
+        run = functools.partial(hf_batch, model)
+    print(ANSWER + "{}", flush=True)
+    for line in sys.stdin:
+        request = json.loads(line)
+        start = time.perf_counter()
+        outputs = run(request["prompts"], request["new_tokens"])
+        answer = {"outputs": outputs, "seconds": time.perf_counter() - start}
+        print(ANSWER + json.dumps(answer), flush=True)
+    return 0
 
 
 def flop_ratio(config, prompts: list[list[int]], new_tokens: int) -> float:
@@ -90,6 +190,53 @@ def flop_ratio(config, prompts: list[list[int]], new_tokens: int) -> float:
     return collapsed / (collapsed + len(prompts) * per_request + gram)
 
 
+def median_seconds(call, repeats: int = 5) -> float:
+    call()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        call()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def change_timings(learned_model, prompts: list[list[int]]) -> dict:
+    """Each change measured on its own, on layer 0 of the learned model with random queries of the prompts' lengths:
+    the prefill G of all prompts (metric learner on torch's GEMMs vs vLLM's CPU GEMM) and one decode step's q·G of
+    one token per prompt (gathering each request's G vs reading it in place from a paged state)."""
+    import torch
+    from vllm.config import VllmConfig, set_current_vllm_config
+
+    from plldr_hf.serving.vllm_g_state import PldrllmGState
+
+    config = learned_model.config
+    h, d = config.num_attention_heads, config.head_dim
+    with set_current_vllm_config(VllmConfig()):
+        layer = PldrllmGState(config, slice(0, h), prefix="changes.g_state")
+    mha = learned_model.decoder.dec_layers[0].mha1
+    layer.load_state_dict(
+        {k: v for k, v in mha.state_dict().items() if k.split(".")[0] in dict(layer.named_children())}
+    )
+    generator = torch.Generator().manual_seed(3)
+    queries = [torch.randn(len(p), h, d, generator=generator) for p in prompts]
+    timings = {}
+    with torch.no_grad():
+        timings["prefill G, torch GEMMs (s)"] = median_seconds(lambda: layer.g_of(queries))
+        layer.pack_weights()
+        timings["prefill G, vLLM CPU GEMM (s)"] = median_seconds(lambda: layer.g_of(queries))
+        # a paged state as vLLM lays it out (slot stride 8 × H·d·d here), the requests in scattered slots
+        slots = torch.randperm(4 * len(prompts), generator=generator)[: len(prompts)]
+        buffer = torch.randn(4 * len(prompts) * 8 * h * d * d, generator=generator)
+        states = torch.as_strided(buffer, (4 * len(prompts), h, d, d), (8 * h * d * d, d * d, d, 1))
+        layer.kv_cache = (states,)
+        q = torch.randn(len(prompts), h, d, generator=generator)
+        timings["decode q·G, gather (ms)"] = 1e3 * median_seconds(
+            lambda: torch.matmul(q[:, :, None, :], states[slots])[:, :, 0], 20
+        )
+        timings["decode q·G, in place (ms)"] = 1e3 * median_seconds(lambda: layer.project_decodes(q, slots), 20)
+    return timings
+
+
 def plot(results: list[dict], path: Path) -> None:
     serving_plot(results, path, CONTENDERS, "PLDR-LLM 110M, float32 CPU: learned G in vLLM")
 
@@ -99,75 +246,100 @@ def markdown(results: list[dict], meta: dict) -> str:
     lines = [
         "# Serving a learned G: vLLM's per-request G state vs the collapsed model in vLLM and HF generate",
         "",
-        "| requests × new tokens | " + " | ".join(CONTENDERS) + " | learned vLLM / collapsed vLLM (target ≥ 0.9; "
-        "FLOP bound) | learned vLLM / learned HF | tokens equal to `generate()` alone: "
+        "| requests × prompt tokens × new tokens | " + " | ".join(CONTENDERS) + " | learned vLLM / collapsed vLLM "
+        "(FLOP bound; share of the bound) | learned vLLM / learned HF | tokens equal to `generate()` alone: "
         + ", ".join(CONTENDERS)
         + " |",
         "|---|" + "---|" * (len(CONTENDERS) + 3),
     ]
     for r in results:
         t, eq = r["tok_s"], r["equal"]
+        ratio = t[learned] / t[collapsed]
         lines.append(
-            f"| {r['requests']} × {r['new_tokens']} | "
+            f"| {r['label']} × {r['new_tokens']} | "
             + " | ".join(f"{t[name]:.1f} tok/s" for name in CONTENDERS)
-            + f" | {t[learned] / t[collapsed]:.2f} ({r['flop_ratio']:.2f}) | {t[learned] / t[hf]:.2f} | "
+            + f" | {ratio:.2f} ({r['flop_ratio']:.2f}; {ratio / r['flop_ratio']:.2f}) | {t[learned] / t[hf]:.2f} | "
             + ", ".join(f"{eq[name]}/{r['requests']}" for name in CONTENDERS)
             + " |"
         )
+    lines += ["", "Each change on its own (layer 0 of the metric learner, the 64-request short workload):", ""]
+    lines += ["| measured | median |", "|---|---|"]
+    lines += [f"| {name} | {value:.3f} |" for name, value in meta["changes"].items()]
     lines += [
         "",
-        f"Median of {meta['rounds']} rounds after a warm-up round, contenders rotated per round; prompts of 8–96 random "
-        f"token ids; greedy, end token ignored. PLDR-LLM {meta['parameters'] / 1e6:.1f}M parameters. Both vLLM engines "
-        "run without chunked prefill and prefix caching (what a learned G needs), in the benchmark's own process, each with "
-        "a 2 GiB KV cache. "
-        f"{meta['machine']}, torch {meta['torch']}, transformers {meta['transformers']}, vLLM {meta['vllm']}.",
+        f"Median of {meta['rounds']} rounds after a warm-up round, contenders rotated per round; short prompts: 8–96 "
+        "random token ids; long prompts: windows of the embedded Shakespeare text; greedy, end token ignored. PLDR-LLM "
+        f"{meta['parameters'] / 1e6:.1f}M parameters. Both vLLM engines run without chunked prefill and prefix caching "
+        "(what a learned G needs), with the same token budget per step, each with a 2 GiB KV cache; every contender "
+        "runs in a process of its own. "
+        f"{meta['machine']}, load average {meta['load_at_start']} at the start, torch {meta['torch']}, transformers "
+        f"{meta['transformers']}, vLLM {meta['vllm']}.",
         "",
-        "Per-round tok/s: `vllm_learned_g.json`. Plot: `vllm_learned_g.png`.",
+        f"Per-round tok/s: `{meta['stem']}.json`. Plot: `{meta['stem']}.png`.",
     ]
     return "\n".join(lines) + "\n"
 
 
 def main(argv=None) -> int:
-    args = parse_arguments(argv, __doc__.split("\n\n")[0], "vllm_learned_g")
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["--worker"]:
+        return worker(*argv[1:])
+    load = " / ".join(f"{x:.2f}" for x in os.getloadavg())
+    args = parse_arguments(argv, __doc__.split("\n\n")[0], "vllm_learned_g", FLAGS)
+    if args.quick:
+        args.long_prompts, args.long_requests = [64], 2
     import torch
 
     torch.set_num_threads(args.threads)
+    work = Path(args.work_dir)
     sizes, extra = model_sizes(args.quick)
-    models = build_models(Path(args.work_dir), sizes, extra)
-    seqs = max(args.requests)
-    engines = {
-        "learned": vllm_engine(models["learned"][0], seqs),
-        "collapsed": vllm_engine(models["collapsed"][0], seqs, **LIKE_A_LEARNED_G),
+    workloads = [(f"{n} × 8–96", make_requests(n, sizes["vocab_size"])) for n in args.requests]
+    workloads += [
+        (f"{args.long_requests} × {n}", text_prompts(args.long_requests, n, sizes["vocab_size"]))
+        for n in args.long_prompts
+    ]
+    max_len = max(MAX_MODEL_LEN, max(len(p) for _, prompts in workloads for p in prompts) + args.new_tokens)
+    models = build_models(work, sizes, extra, max_len)
+    seqs = max(len(prompts) for _, prompts in workloads)
+    kinds = {
+        CONTENDERS[0]: ("vllm", "learned"),
+        CONTENDERS[1]: ("vllm", "collapsed"),
+        CONTENDERS[2]: ("hf", "learned"),
+    }
+    workers = {
+        name: Worker(kind, models[model][0], max_len, seqs, args.threads) for name, (kind, model) in kinds.items()
     }
     results = []
-    for count in args.requests:
-        prompts = make_requests(count, sizes["vocab_size"])
-        print(f"{count} requests × {args.new_tokens} tokens", file=sys.stderr, flush=True)
-        runs = {
-            CONTENDERS[0]: lambda p=prompts: vllm_batch(engines["learned"], p, args.new_tokens),
-            CONTENDERS[1]: lambda p=prompts: vllm_batch(engines["collapsed"], p, args.new_tokens),
-            CONTENDERS[2]: lambda p=prompts: hf_batch(models["learned"][1], p, args.new_tokens),
-        }
+    for label, prompts in workloads:
+        print(f"{label} tokens × {args.new_tokens} new", file=sys.stderr, flush=True)
+        runs = {name: functools.partial(workers[name], prompts, args.new_tokens) for name in CONTENDERS}
         times, outputs = rotated_rounds(runs, args.rounds)
         alone = {name: hf_alone(models[name][1], prompts, args.new_tokens) for name in ("learned", "collapsed")}
         reference = dict(zip(CONTENDERS, (alone["learned"], alone["collapsed"], alone["learned"])))
         results.append(
             {
-                "requests": count,
+                "label": label,
+                "requests": len(prompts),
+                "prompt_tokens": [len(p) for p in prompts],
                 "new_tokens": args.new_tokens,
-                **throughput(times, count * args.new_tokens),
+                **throughput(times, len(prompts) * args.new_tokens),
                 "equal": {name: sum(a == b for a, b in zip(outputs[name], reference[name])) for name in CONTENDERS},
                 "flop_ratio": flop_ratio(models["learned"][1].config, prompts, args.new_tokens),
             }
         )
         print(json.dumps(results[-1]["tok_s"]), json.dumps(results[-1]["equal"]), file=sys.stderr, flush=True)
+    for process in workers.values():
+        process.close()
+    stem = f"{args.stem}_quick" if args.quick else args.stem
     meta = {
         "rounds": args.rounds,
         "parameters": sum(p.numel() for p in models["learned"][1].parameters()),
         **machine_and_versions(),
+        "load_at_start": load,
+        "changes": change_timings(models["learned"][1], workloads[len(args.requests) - 1][1]),
         "quick": args.quick,
+        "stem": stem,
     }
-    stem = "vllm_learned_g_quick" if args.quick else "vllm_learned_g"
     write_report(Path(args.report_dir), stem, markdown(results, meta), meta, results, plot)
     return 0
 

@@ -36,6 +36,7 @@ import statistics
 import sys
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 from benchmarks.generate_speed import full_sizes, llama_config
 
@@ -132,14 +133,14 @@ def hf_alone(model, prompts: list[list[int]], new_tokens: int) -> list[list[int]
         ]
 
 
-def vllm_engine(path: Path, max_seqs: int, **settings):
+def vllm_engine(path: Path, max_seqs: int, max_model_len: int = MAX_MODEL_LEN, **settings):
     from vllm import LLM
 
     return LLM(
         model=str(path),
         dtype="float32",
         skip_tokenizer_init=True,
-        max_model_len=MAX_MODEL_LEN,
+        max_model_len=max_model_len,
         max_num_seqs=max_seqs,
         # the KV cache of this engine, in bytes: a fraction of the machine's memory (`gpu_memory_utilization` on the
         # CPU backend) is counted against what the process already holds, which a second engine in it exceeds
@@ -158,18 +159,28 @@ def vllm_batch(llm, prompts: list[list[int]], new_tokens: int) -> list[list[int]
     return [list(o.outputs[0].token_ids) for o in outputs]
 
 
+class Timed(NamedTuple):
+    """What a contender that times itself returns (one run in a process of its own, its start-up not counted)."""
+
+    outputs: list
+    seconds: float
+
+
 def rotated_rounds(runs: dict, rounds: int) -> tuple[dict, dict]:
     """Runs each of `runs` (name → call) once per round, the order rotated from round to round; the first round is a
-    warm-up. Returns the measured seconds per name and each call's last output."""
+    warm-up. Returns the measured seconds per name and each call's last output; a call returning `Timed` gives its
+    own seconds."""
     names = list(runs)
     times, outputs = {name: [] for name in names}, {}
     for round_index in range(rounds + 1):
         order = names[round_index % len(names) :] + names[: round_index % len(names)]
         for name in order:
             start = time.perf_counter()
-            outputs[name] = runs[name]()
+            result = runs[name]()
+            seconds = time.perf_counter() - start
+            outputs[name], seconds = result if isinstance(result, Timed) else (result, seconds)
             if round_index > 0:
-                times[name].append(time.perf_counter() - start)
+                times[name].append(seconds)
         print(f"  round {round_index}{' (warm-up)' if round_index == 0 else ''} done", file=sys.stderr, flush=True)
     return times, outputs
 
@@ -212,7 +223,8 @@ def plot(
     for i, (name, color) in enumerate(zip(contenders, colors)):
         xs = [j + (i - (len(contenders) - 1) / 2) * width for j in range(len(results))]
         ax.bar(xs, [r["tok_s"][name] for r in results], width, label=name, color=color)
-    ax.set_xticks(range(len(results)), [f"{r['requests']} requests × {r['new_tokens']} tokens" for r in results])
+    labels = [r.get("label", f"{r['requests']} requests") + f" × {r['new_tokens']} tokens" for r in results]
+    ax.set_xticks(range(len(results)), labels)
     ax.set_ylabel("generated tokens / s (median)")
     ax.set_title(title)
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
@@ -258,8 +270,9 @@ def markdown(results: list[dict], meta: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def parse_arguments(argv, description: str, name: str) -> argparse.Namespace:
-    """The options both vLLM benchmarks take; `--quick` shrinks the run to a smoke test."""
+def parse_arguments(argv, description: str, name: str, extra_flags=()) -> argparse.Namespace:
+    """The options the vLLM benchmarks take, and a benchmark's own (`extra_flags`: (flag, add_argument keywords));
+    `--quick` shrinks the run to a smoke test."""
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--requests", type=int, nargs="+", default=[32, 64], help="batch sizes [32 64]")
     parser.add_argument("--new-tokens", type=int, default=32, help="greedy tokens per request [32]")
@@ -268,12 +281,16 @@ def parse_arguments(argv, description: str, name: str) -> argparse.Namespace:
     parser.add_argument("--quick", action="store_true", help="tiny models, few requests: a smoke run")
     parser.add_argument("--work-dir", default=f"benchmarks/out/{name}", help="[%(default)s]")
     parser.add_argument("--report-dir", default="benchmarks/results", help="[%(default)s]")
+    parser.add_argument("--stem", default=name, help="report file names STEM.md, .json, .png [%(default)s]")
+    for flag, kwargs in extra_flags:
+        parser.add_argument(flag, **kwargs)
     args = parser.parse_args(argv)
     if args.quick:
         args.requests, args.new_tokens, args.rounds = [4], 6, 1
     os.environ.setdefault("VLLM_NO_USAGE_STATS", "1")
-    # every engine in this process: with an engine process each, the engine not being timed still held a core of the
-    # 2-core machine, and each engine's tok/s halved (measured: learned G 147 vs 301 tok/s, collapsed 264 vs 523)
+    # each engine inside the process that drives it: with vLLM's separate engine-core process, an engine not being
+    # timed still held a core of the 2-core machine, and each engine's tok/s halved (measured: learned G 147 vs 301
+    # tok/s, collapsed 264 vs 523)
     os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
     # vLLM drops a serving process's torch threads to 1 unless OMP_NUM_THREADS says otherwise, and HF `generate()`
     # runs in this process too
@@ -343,7 +360,7 @@ def main(argv=None) -> int:
         **machine_and_versions(),
         "quick": args.quick,
     }
-    stem = "vllm_serving_quick" if args.quick else "vllm_serving"
+    stem = f"{args.stem}_quick" if args.quick else args.stem
     write_report(Path(args.report_dir), stem, markdown(results, meta), meta, results, plot)
     return 0
 

@@ -10,7 +10,13 @@ the layer's state backend names each request's slot (`state_indices_tensor_p` fo
 |---------|------------------------------------------------------------------------------------------------------|
 | prefill | A0 = Σ_t q_tᵀ·q_t over the request's prompt → metric learner → G_LM, written to the request's slot |
 | both    | q' = q·G_LM for each token, with its own request's G_LM                                            |
-| decode  | G_LM read from the request's slot                                                                   |
+| decode  | G_LM read in place from the request's slot                                                          |
+
+Speed (`benchmarks/vllm_learned_g.py`). At prefill the metric learner runs once over the d-wide rows of every
+prefilled request's N·H Gram matrices, through vLLM's own CPU GEMM (oneDNN, weights packed once after loading, as
+vLLM packs its linear layers): its d = 64 GEMMs are what bound a learned G on a CPU. At decode q' = q·G_LM is read
+from the state in place: each output row is a q-weighted sum of G_LM's rows, one `embedding_bag` over the state's
+rows, instead of gathering N·H·d·d floats per layer and step.
 
 The maths is the transformers model's (`metric_learner`, `PldrllmResidualUnit`, `PldrllmPowerLawGraphLayer`), so the
 checkpoint's metric-learner weights load under their own names. G depends on the whole prompt, hence
@@ -21,18 +27,22 @@ cache (`gpu_memory_utilization`, `max_num_seqs`) so that vLLM logs no preemption
 """
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 from vllm.config import get_current_vllm_config
 from vllm.forward_context import get_forward_context
 from vllm.logger import init_logger
 from vllm.model_executor.layers.mamba.abstract import MambaBase
 from vllm.model_executor.layers.mamba.mamba_utils import get_temporal_copy_spec
+from vllm.model_executor.layers.utils import dispatch_cpu_unquantized_gemm
 from vllm.model_executor.models.config import VerifyAndUpdateConfig
+from vllm.platforms import current_platform
 from vllm.utils.torch_utils import direct_register_custom_op
 from vllm.v1.attention.backends.registry import MambaAttentionBackendEnum
 
+from plldr_hf.models.pldrllm.fused_units import FUSED_BLOCK_ROWS, units_in_blocks
 from plldr_hf.models.pldrllm.modeling_pldrllm import metric_learner
-from plldr_hf.models.pldrllm.plga import PldrllmPowerLawGraphLayer, PldrllmResidualUnit, gram_matrix
+from plldr_hf.models.pldrllm.plga import PldrllmPowerLawGraphLayer, PldrllmResidualUnit, gram_matrix, layer_norm_fp32
 
 
 logger = init_logger(__name__)
@@ -44,6 +54,23 @@ STATE_DTYPES = (torch.float32,)
 
 def state_shapes(heads: int, head_dim: int) -> tuple[tuple[int, ...]]:
     return ((heads, head_dim, head_dim),)
+
+
+def _packed_linear(x: torch.Tensor, layer: nn.Linear, bias: torch.Tensor | None) -> torch.Tensor:
+    """x·Wᵀ + b through the GEMM vLLM chose for `layer` (`dispatch_cpu_unquantized_gemm`)."""
+    return layer.cpu_linear(x, layer.weight, bias)
+
+
+def in_place_rows(states: torch.Tensor, slots: torch.Tensor, heads: int, head_dim: int):
+    """The state (slots, H, d, d) as a table of d-wide rows and, for each slot in `slots` (N,), the indices (N·H, d)
+    of its G_LM rows per head; None when the state's layout has no such view (then gather instead)."""
+    d = head_dim
+    if states.stride()[1:] != (d * d, d, 1) or states.stride(0) % d:
+        return None
+    slot_rows = states.stride(0) // d
+    table = torch.as_strided(states, ((states.shape[0] - 1) * slot_rows + heads * d, d), (d, 1))
+    offsets = torch.arange(heads * d, device=slots.device).view(1, heads, d)
+    return table, (slots.view(-1, 1, 1) * slot_rows + offsets).view(-1, d)
 
 
 class PldrllmVllmConfig(VerifyAndUpdateConfig):
@@ -116,6 +143,7 @@ class PldrllmGState(MambaBase, nn.Module):
         self.plgatt_layer = PldrllmPowerLawGraphLayer(config.num_attention_heads, self.head_dim)
         for param in self.parameters():
             param.requires_grad_(False)
+        self.packed_units = None  # the units' tensors for `units_in_blocks` with vLLM's GEMM (`pack_weights`)
         vllm_config = get_current_vllm_config()
         forward_context = vllm_config.compilation_config.static_forward_context
         if prefix in forward_context:
@@ -135,13 +163,54 @@ class PldrllmGState(MambaBase, nn.Module):
     def mamba_type(self) -> MambaAttentionBackendEnum:
         return MambaAttentionBackendEnum.SHORT_CONV
 
+    def pack_weights(self) -> None:
+        """After loading: on a CPU, the metric learner's linear layers get vLLM's CPU GEMM (oneDNN with the weights
+        packed once), in float32 like the transformers model's metric learner; elsewhere torch's GEMMs serve."""
+        if not current_platform.is_cpu():
+            return
+        self.layernorm1.float()
+        self.reslayerAs.float()
+        packed = []
+        for unit in self.reslayerAs:
+            packed += [unit.layernormA.weight, unit.layernormA.bias]
+            for glu in unit.denseAs:
+                for linear in (glu.gluw1, glu.gluw2, glu.gluw3):
+                    dispatch_cpu_unquantized_gemm(linear, remove_weight=False)
+                    packed += [linear, linear.bias]
+        self.packed_units = packed
+
     # --- the maths ---
     def g_of(self, prompts: list[torch.Tensor]) -> torch.Tensor:
-        """G_LM (N, H, d, d) of N prompts, each given by its queries (T_i, H, d); the metric learner runs once."""
+        """G_LM (N, H, d, d) of N prompts, each given by its queries (T_i, H, d); the metric learner runs once, over
+        the rows of all N·H Gram matrices."""
         # each prompt's Gram matrix as the transformers model computes it: (N, H, d, d)
         a0 = torch.cat([gram_matrix(q.transpose(0, 1)[None]) for q in prompts])
-        a = metric_learner(a0, self.layernorm1, self.reslayerAs)
+        if self.packed_units is None:
+            a = metric_learner(a0, self.layernorm1, self.reslayerAs)
+        else:  # metric_learner's maths, the units' GEMMs on vLLM's CPU GEMM
+            a = layer_norm_fp32(self.layernorm1, a0)
+            per_unit = len(self.packed_units) // len(self.reslayerAs)
+            eps = self.reslayerAs[0].layernormA.eps
+            rows = a.reshape(-1, self.head_dim)
+            a = units_in_blocks(rows, self.packed_units, per_unit, FUSED_BLOCK_ROWS, eps, None, _packed_linear)[0]
+            a = a.view(a0.shape)
         return self.plgatt_layer(a, self.heads).g_lm
+
+    def project_decodes(self, q: torch.Tensor, slots: torch.Tensor) -> torch.Tensor:
+        """q' = q·G_LM (N, H, d) of N decode tokens q (N, H, d), each with the G_LM of its request's state slot."""
+        (states,) = self.kv_cache
+        view = in_place_rows(states, slots, self.num_heads, self.head_dim)
+        if view is None:
+            logger.warning_once(
+                "PLDR-LLM with a learned G: the G state's layout %s has no in-place row view; each decode step "
+                "gathers its requests' G_LM instead (slower).",
+                tuple(states.stride()),
+            )
+            return torch.matmul(q[:, :, None, :], states[slots])[:, :, 0]
+        table, rows = view
+        # row (i, h) of the output: Σ_j q[i, h, j]·G_LM[slot_i, h, j, :], read from the state where it lies
+        weights = q.reshape(-1, self.head_dim)
+        return F.embedding_bag(rows, table, per_sample_weights=weights, mode="sum").view(q.shape)
 
     def forward(self, q: torch.Tensor, out: torch.Tensor) -> None:
         torch.ops.vllm.pldrllm_g_state(q, out, self.prefix)
@@ -159,8 +228,7 @@ class PldrllmGState(MambaBase, nn.Module):
         decodes, prefill_tokens = metadata.num_decode_tokens, metadata.num_prefill_tokens
         projected = []
         if decodes:  # vLLM orders a batch's decodes first
-            g = states[metadata.state_indices_tensor_d.flatten()[:decodes]]
-            projected.append(torch.matmul(q[:decodes, :, None, :], g)[:, :, 0])
+            projected.append(self.project_decodes(q[:decodes], metadata.state_indices_tensor_d.flatten()[:decodes]))
         if prefill_tokens:
             if metadata.has_initial_states_p is not None and bool(metadata.has_initial_states_p.any()):
                 raise RuntimeError(

@@ -271,6 +271,9 @@ class PldrllmForCausalLM(nn.Module, HasInnerState, IsHybrid):
         missing = {n for n in params if n not in loaded}
         if missing:
             raise ValueError(f"PLDR-LLM (vLLM): the checkpoint lacks {sorted(missing)[:4]} (of {len(missing)})")
+        if not fixed_g:
+            for layer in self.decoder.dec_layers:
+                layer.mha1.g_state.pack_weights()
         return loaded
 
 

@@ -197,7 +197,10 @@ def test_serving_benchmarks_quick_mode(tmp_path, name):
     argv += ["--report-dir", str(tmp_path)]
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=900, env=ENV, cwd=REPO_ROOT)
     assert proc.returncode == 0, proc.stderr[-4000:]
-    (result,) = json.loads((tmp_path / f"{name}_quick.json").read_text())["results"]
-    assert set(result["equal"].values()) == {result["requests"]}, result["equal"]
-    assert all(speed > 0 for speed in result["tok_s"].values())
+    results = json.loads((tmp_path / f"{name}_quick.json").read_text())["results"]
+    # vllm_learned_g also runs a workload of long prompts from the embedded text
+    assert len(results) == (2 if name == "vllm_learned_g" else 1)
+    for result in results:
+        assert set(result["equal"].values()) == {result["requests"]}, result["equal"]
+        assert all(speed > 0 for speed in result["tok_s"].values())
     assert (tmp_path / f"{name}_quick.png").stat().st_size > 0

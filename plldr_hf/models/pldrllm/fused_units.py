@@ -36,22 +36,23 @@ def _linear_rows(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | Non
     return torch.addmm(bias, x, weight.t()) if bias is not None else x @ weight.t()
 
 
-def _glu_rows(x: torch.Tensor, w1, b1, w2, b2, w3, b3, keep: bool):
+def _glu_rows(x: torch.Tensor, w1, b1, w2, b2, w3, b3, keep: bool, linear=_linear_rows):
     """GLU of the rows of x (M, d) → (y, (h1, h2) if `keep`): h1 = W1·x + b1, h2 = W2·x + b2 (pre-activations),
-    y = W3·(silu(h1) ⊙ h2) + b3. Without `keep` the epilogue runs in place (h1 becomes the GLU's product)."""
-    h1, h2 = _linear_rows(x, w1, b1), _linear_rows(x, w2, b2)
+    y = W3·(silu(h1) ⊙ h2) + b3. Without `keep` the epilogue runs in place (h1 becomes the GLU's product).
+    `linear(x, w, b)` computes x·Wᵀ + b (an engine's own GEMM may stand in, with its own form of w)."""
+    h1, h2 = linear(x, w1, b1), linear(x, w2, b2)
     product = F.silu(h1) * h2 if keep else F.silu(h1, inplace=True).mul_(h2)
-    return _linear_rows(product, w3, b3), ((h1, h2) if keep else ())
+    return linear(product, w3, b3), ((h1, h2) if keep else ())
 
 
-def _unit_rows(a: torch.Tensor, unit_params, eps: float, mode: str | None):
+def _unit_rows(a: torch.Tensor, unit_params, eps: float, mode: str | None, linear=_linear_rows):
     """One residual unit on the rows of a (M, d): LN(a + GLU_n(…GLU_1(a))). `unit_params` = (γ, β, then six tensors
     per GLU). Returns the output and what backward needs: per GLU its input (`mode` "inputs") or its input and
     pre-activations ("store"), then the LayerNorm's input, mean and 1/σ; nothing for `mode` None (no gradient)."""
     ln_w, ln_b, glus = unit_params[0], unit_params[1], unit_params[2:]
     x, saved = a, []
     for k in range(0, len(glus), 6):
-        y, pre = _glu_rows(x, *glus[k : k + 6], keep=mode == "store")
+        y, pre = _glu_rows(x, *glus[k : k + 6], keep=mode == "store", linear=linear)
         if mode is not None:
             saved += [x, *pre]
         x = y
@@ -103,14 +104,17 @@ def _unit_rows_backward(grad_out: torch.Tensor, unit_params, kept, grads) -> tor
     return dy.add_(grad_r)
 
 
-def _units_in_blocks(a: torch.Tensor, params, per_unit: int, block: int, eps: float, mode: str | None):
+def units_in_blocks(
+    a: torch.Tensor, params, per_unit: int, block: int, eps: float, mode: str | None, linear=_linear_rows
+):
     """Every unit on each block of `block` rows of a (M, d) in turn → (output, what backward needs, block by block
-    and unit by unit); `params` holds `per_unit` tensors per unit (`fused_params`), `mode` as in `_unit_rows`."""
+    and unit by unit); `params` holds `per_unit` tensors per unit (`fused_params`), `mode` as in `_unit_rows`,
+    `linear` as in `_glu_rows`."""
     units = [params[i : i + per_unit] for i in range(0, len(params), per_unit)]
     outputs, saved = [], []
     for rows in a.split(block):
         for unit in units:
-            rows, kept = _unit_rows(rows, unit, eps, mode)
+            rows, kept = _unit_rows(rows, unit, eps, mode, linear)
             saved += kept
         outputs.append(rows)
     return (outputs[0] if len(outputs) == 1 else torch.cat(outputs)), saved
@@ -132,7 +136,7 @@ class FusedResidualUnits(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, a, mode, block, eps, per_unit, *params):
-        out, saved = _units_in_blocks(a, params, per_unit, block, eps, mode)
+        out, saved = units_in_blocks(a, params, per_unit, block, eps, mode)
         ctx.block, ctx.per_unit, ctx.num_params = block, per_unit, len(params)
         ctx.save_for_backward(*params, *saved)
         return out
@@ -194,6 +198,6 @@ def fused_units(a: torch.Tensor, units, recompute: bool) -> torch.Tensor:
     block = FUSED_BLOCK_ROWS if a.device.type == "cpu" and not torch.compiler.is_compiling() else max(a.shape[0], 1)
     per_unit = len(params) // len(units)
     if not (torch.is_grad_enabled() and (a.requires_grad or any(p is not None and p.requires_grad for p in params))):
-        return _units_in_blocks(a, params, per_unit, block, eps, None)[0]
+        return units_in_blocks(a, params, per_unit, block, eps, None)[0]
     mode = "inputs" if recompute else "store"
     return FusedResidualUnits.apply(a, mode, block, eps, per_unit, *params)

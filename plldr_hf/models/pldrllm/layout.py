@@ -73,6 +73,7 @@ def call_layout(
     compiling = torch.compiler.is_compiling()
     fixed = config.has_fixed_G
     tracked = not config.reference_padding
+    positions_given = position_ids is not None
     if position_ids is not None and position_ids.dim() == 1:
         position_ids = position_ids[None]
     # the largest position given, read with the check; None when positions are derived below (or compiling)
@@ -98,9 +99,11 @@ def call_layout(
         position_ids = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)[:, -seq_len:]
     gram_weights = attention_mask[:, -seq_len:] if tracked and mask_2d and not fixed else None
 
-    if config.reference_rope and compiling and isinstance(past_len, int) and past_len == 0:
+    if config.reference_rope and compiling and isinstance(past_len, int) and past_len == 0 and not positions_given:
         # in a traced graph (torch.export, ONNX, torch.compile) the bound is a symbolic check: export refuses a
-        # length range past the table, and the exported program refuses longer inputs, as eager does below
+        # length range past the table, and the exported program refuses longer inputs, as eager does below. Not
+        # with positions from the caller: a row of several sequences (vLLM's Transformers backend flattens a batch
+        # into one) may be longer than the table while every position is in it; the index below bounds those
         limit = int(config.max_position_embeddings)  # a constant, as torch.compile wants the message's closure
         torch._check(seq_len <= limit, lambda: f"PLDR-LLM: sequence length exceeds max_position_embeddings={limit}")
     # a StaticCache reports its length as a tensor: the check would be a data-dependent branch under torch.compile

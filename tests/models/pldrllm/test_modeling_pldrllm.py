@@ -516,6 +516,21 @@ def test_full_graph_compiled_forward_with_a_learned_g_matches_eager():
         model.generate(ids, max_new_tokens=2, cache_implementation="static")
 
 
+def test_compiled_forward_takes_a_row_longer_than_the_rope_table_when_its_positions_fit():
+    """vLLM's Transformers backend flattens a batch into one row that carries each token's position, and compiles the
+    model: the row may be longer than max_position_embeddings while every position lies inside the reference RoPE
+    table. Traced, the bound is then the positions' (read through an index of the table), not the row's length; a
+    position past the table is still refused."""
+    model = tiny_model(max_position_embeddings=8, reference_rope=True).eval()
+    ids = torch.randint(4, 60, (1, 12), generator=torch.Generator().manual_seed(0))
+    compiled = torch.compile(model, backend="eager", dynamic=True)
+    with torch.no_grad():
+        logits = compiled(ids, position_ids=torch.arange(12)[None] % 6, use_cache=False).logits
+        assert logits.shape == (1, 12, model.config.vocab_size) and bool(torch.isfinite(logits).all())
+        with pytest.raises(IndexError, match="out of bounds"):
+            compiled(ids, position_ids=torch.arange(12)[None], use_cache=False)
+
+
 def test_output_attentions_under_sdpa_warns_and_eager_returns_the_weights(caplog):
     from transformers.utils import logging as hf_logging
 

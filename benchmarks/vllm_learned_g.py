@@ -44,7 +44,6 @@ import functools
 import gzip
 import json
 import os
-import statistics
 import subprocess
 import sys
 import time
@@ -190,16 +189,6 @@ def flop_ratio(config, prompts: list[list[int]], new_tokens: int) -> float:
     return collapsed / (collapsed + len(prompts) * per_request + gram)
 
 
-def median_seconds(call, repeats: int = 5) -> float:
-    call()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        call()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
-
-
 def change_timings(learned_model, prompts: list[list[int]]) -> dict:
     """Each change measured on its own, on layer 0 of the learned model with random queries of the prompts' lengths:
     the prefill G of all prompts (metric learner on torch's GEMMs vs vLLM's CPU GEMM) and one decode step's q·G of
@@ -208,6 +197,7 @@ def change_timings(learned_model, prompts: list[list[int]]) -> dict:
     from vllm.config import VllmConfig, set_current_vllm_config
 
     from plldr_hf.serving.vllm_g_state import PldrllmGState
+    from plldr_hf.timing import interleaved_median_seconds
 
     config = learned_model.config
     h, d = config.num_attention_heads, config.head_dim
@@ -219,21 +209,35 @@ def change_timings(learned_model, prompts: list[list[int]]) -> dict:
     )
     generator = torch.Generator().manual_seed(3)
     queries = [torch.randn(len(p), h, d, generator=generator) for p in prompts]
-    timings = {}
+    layer.pack_weights()
+    on_vllm_gemm = layer.run_units
+
+    def prefill(run_units):
+        def run():
+            layer.run_units = run_units
+            layer.g_of(queries)
+
+        return run
+
+    # a paged state as vLLM lays it out (slot stride 8 × H·d·d here), the requests in scattered slots
+    slots = torch.randperm(4 * len(prompts), generator=generator)[: len(prompts)]
+    buffer = torch.randn(4 * len(prompts) * 8 * h * d * d, generator=generator)
+    states = torch.as_strided(buffer, (4 * len(prompts), h, d, d), (8 * h * d * d, d * d, d, 1))
+    layer.kv_cache = (states,)
+    q = torch.randn(len(prompts), h, d, generator=generator)
     with torch.no_grad():
-        timings["prefill G, torch GEMMs (s)"] = median_seconds(lambda: layer.g_of(queries))
-        layer.pack_weights()
-        timings["prefill G, vLLM CPU GEMM (s)"] = median_seconds(lambda: layer.g_of(queries))
-        # a paged state as vLLM lays it out (slot stride 8 × H·d·d here), the requests in scattered slots
-        slots = torch.randperm(4 * len(prompts), generator=generator)[: len(prompts)]
-        buffer = torch.randn(4 * len(prompts) * 8 * h * d * d, generator=generator)
-        states = torch.as_strided(buffer, (4 * len(prompts), h, d, d), (8 * h * d * d, d * d, d, 1))
-        layer.kv_cache = (states,)
-        q = torch.randn(len(prompts), h, d, generator=generator)
-        timings["decode q·G, gather (ms)"] = 1e3 * median_seconds(
-            lambda: torch.matmul(q[:, :, None, :], states[slots])[:, :, 0], 20
+        # the contenders of each change alternate round by round (`interleaved_median_seconds`)
+        timings = interleaved_median_seconds(
+            {"prefill G, torch GEMMs (s)": prefill(None), "prefill G, vLLM CPU GEMM (s)": prefill(on_vllm_gemm)}, 5
         )
-        timings["decode q·G, in place (ms)"] = 1e3 * median_seconds(lambda: layer.project_decodes(q, slots), 20)
+        decode = interleaved_median_seconds(
+            {
+                "decode q·G, gather (ms)": lambda: torch.matmul(q[:, :, None, :], states[slots])[:, :, 0],
+                "decode q·G, in place (ms)": lambda: layer.project_decodes(q, slots),
+            },
+            20,
+        )
+    timings.update({name: 1e3 * seconds for name, seconds in decode.items()})
     return timings
 
 

@@ -40,9 +40,9 @@ from vllm.platforms import current_platform
 from vllm.utils.torch_utils import direct_register_custom_op
 from vllm.v1.attention.backends.registry import MambaAttentionBackendEnum
 
-from plldr_hf.models.pldrllm.fused_units import FUSED_BLOCK_ROWS, units_in_blocks
+from plldr_hf.models.pldrllm.fused_units import FUSED_BLOCK_ROWS, fused_params, units_in_blocks
 from plldr_hf.models.pldrllm.modeling_pldrllm import metric_learner
-from plldr_hf.models.pldrllm.plga import PldrllmPowerLawGraphLayer, PldrllmResidualUnit, gram_matrix, layer_norm_fp32
+from plldr_hf.models.pldrllm.plga import PldrllmPowerLawGraphLayer, PldrllmResidualUnit, gram_matrix
 
 
 logger = init_logger(__name__)
@@ -56,8 +56,14 @@ def state_shapes(heads: int, head_dim: int) -> tuple[tuple[int, ...]]:
     return ((heads, head_dim, head_dim),)
 
 
+def _with_vllm_gemm(layer: nn.Linear) -> nn.Linear:
+    """`layer`, given the CPU GEMM vLLM picks for its own linear layers (oneDNN with the weight packed once)."""
+    dispatch_cpu_unquantized_gemm(layer, remove_weight=False)
+    return layer
+
+
 def _packed_linear(x: torch.Tensor, layer: nn.Linear, bias: torch.Tensor | None) -> torch.Tensor:
-    """x·Wᵀ + b through the GEMM vLLM chose for `layer` (`dispatch_cpu_unquantized_gemm`)."""
+    """x·Wᵀ + b through the GEMM vLLM chose for `layer` (`_with_vllm_gemm`)."""
     return layer.cpu_linear(x, layer.weight, bias)
 
 
@@ -143,7 +149,7 @@ class PldrllmGState(MambaBase, nn.Module):
         self.plgatt_layer = PldrllmPowerLawGraphLayer(config.num_attention_heads, self.head_dim)
         for param in self.parameters():
             param.requires_grad_(False)
-        self.packed_units = None  # the units' tensors for `units_in_blocks` with vLLM's GEMM (`pack_weights`)
+        self.run_units = None  # the residual units on vLLM's GEMM, for `metric_learner` (`pack_weights`)
         vllm_config = get_current_vllm_config()
         forward_context = vllm_config.compilation_config.static_forward_context
         if prefix in forward_context:
@@ -170,14 +176,16 @@ class PldrllmGState(MambaBase, nn.Module):
             return
         self.layernorm1.float()
         self.reslayerAs.float()
-        packed = []
-        for unit in self.reslayerAs:
-            packed += [unit.layernormA.weight, unit.layernormA.bias]
-            for glu in unit.denseAs:
-                for linear in (glu.gluw1, glu.gluw2, glu.gluw3):
-                    dispatch_cpu_unquantized_gemm(linear, remove_weight=False)
-                    packed += [linear, linear.bias]
-        self.packed_units = packed
+        params = fused_params(self.reslayerAs, weight=_with_vllm_gemm)
+        per_unit, eps = len(params) // len(self.reslayerAs), self.reslayerAs[0].layernormA.eps
+
+        def run_units(block: torch.Tensor) -> torch.Tensor:  # the units on the rows of a block of matrices (…, d, d)
+            rows = block.reshape(-1, self.head_dim)
+            return units_in_blocks(rows, params, per_unit, FUSED_BLOCK_ROWS, eps, None, _packed_linear)[0].view(
+                block.shape
+            )
+
+        self.run_units = run_units
 
     # --- the maths ---
     def g_of(self, prompts: list[torch.Tensor]) -> torch.Tensor:
@@ -185,15 +193,7 @@ class PldrllmGState(MambaBase, nn.Module):
         the rows of all N·H Gram matrices."""
         # each prompt's Gram matrix as the transformers model computes it: (N, H, d, d)
         a0 = torch.cat([gram_matrix(q.transpose(0, 1)[None]) for q in prompts])
-        if self.packed_units is None:
-            a = metric_learner(a0, self.layernorm1, self.reslayerAs)
-        else:  # metric_learner's maths, the units' GEMMs on vLLM's CPU GEMM
-            a = layer_norm_fp32(self.layernorm1, a0)
-            per_unit = len(self.packed_units) // len(self.reslayerAs)
-            eps = self.reslayerAs[0].layernormA.eps
-            rows = a.reshape(-1, self.head_dim)
-            a = units_in_blocks(rows, self.packed_units, per_unit, FUSED_BLOCK_ROWS, eps, None, _packed_linear)[0]
-            a = a.view(a0.shape)
+        a = metric_learner(a0, self.layernorm1, self.reslayerAs, run_units=self.run_units)
         return self.plgatt_layer(a, self.heads).g_lm
 
     def project_decodes(self, q: torch.Tensor, slots: torch.Tensor) -> torch.Tensor:

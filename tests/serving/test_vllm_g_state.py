@@ -58,7 +58,7 @@ def test_prefill_g_on_vllm_gemm_equals_the_transformers_model(heads):
         }
     )
     layer.pack_weights()
-    assert layer.packed_units is not None, "on a CPU the metric learner runs on vLLM's GEMM"
+    assert layer.run_units is not None, "on a CPU the metric learner runs on vLLM's GEMM"
     h = layer.num_heads
     lengths = [1, 70, *torch.randint(1, 71, (38,)).tolist()]
     prompts = [torch.randn(n, h, config.head_dim) for n in lengths]

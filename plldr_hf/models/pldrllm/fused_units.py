@@ -175,14 +175,15 @@ def is_plain(units) -> bool:
     ) and all(type(p) in (torch.Tensor, nn.Parameter) and p.is_floating_point() for p in units.parameters())
 
 
-def fused_params(units) -> list[torch.Tensor | None]:
-    """The units' tensors in `FusedResidualUnits` order: per unit γ, β, then W1, b1, W2, b2, W3, b3 per GLU."""
+def fused_params(units, weight=lambda linear: linear.weight) -> list:
+    """The units' tensors in `FusedResidualUnits` order: per unit γ, β, then W1, b1, W2, b2, W3, b3 per GLU.
+    `weight(linear)` gives what stands for each linear layer's weight (the form an engine's GEMM in `linear=` takes)."""
     params = []
     for unit in units:
         params += [unit.layernormA.weight, unit.layernormA.bias]
         for glu in unit.denseAs:
             for linear in (glu.gluw1, glu.gluw2, glu.gluw3):
-                params += [linear.weight, linear.bias]
+                params += [weight(linear), linear.bias]
     return params
 
 

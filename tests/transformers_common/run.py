@@ -28,6 +28,13 @@ REPO = HERE.parents[1]
 
 # (family, test-name pattern) → why the test does not hold for this architecture; a listed test may also pass
 EXPECTED_FAILURES: dict[tuple[str, str], str] = {
+    ("pldrllm", r"test_keep_in_fp32_modules"): (
+        "the metric learner and PLGA tensors are in both lists on purpose: the quantizers add only "
+        "`_keep_in_fp32_modules` to their skip list (transformers/quantizers/base.py get_modules_to_not_convert), and "
+        "float16 and bfloat16 loads upcast only `_keep_in_fp32_modules_strict`; the mixin's first assertion refuses "
+        "the overlap, so tests/models/pldrllm/test_precision.py (both dtypes) and test_quantization.py check what the "
+        "rest of this test would"
+    ),
     ("pldrllm", r"test_eager_matches_sdpa_inference_\d+_\w+_no_attn_mask\w*"): (
         "without an attention mask PLDR-LLM reads pad_token_id (0) as padding, so that lm-evaluation-harness's "
         "unmasked right-padded batches score like batch 1 (README, 'Padding, batching and packing'); the mixin's "

@@ -76,7 +76,12 @@ from transformers import GenerationMixin, PreTrainedModel
 from transformers import initialization as init
 from transformers.cache_utils import Cache, DynamicCache
 from transformers.masking_utils import create_causal_mask
-from transformers.modeling_layers import GradientCheckpointingLayer
+from transformers.modeling_layers import (
+    GenericForQuestionAnswering,
+    GenericForSequenceClassification,
+    GenericForTokenClassification,
+    GradientCheckpointingLayer,
+)
 from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 from transformers.utils import logging
@@ -87,13 +92,7 @@ from .fused_units import fused_units, is_plain
 from .g_cache import PldrllmCacheLayer, install_g_cache_layers
 from .inputs import check_inputs, check_lm_labels, dag_weights_of, embed_ids
 from .layout import call_layout
-from .outputs import (
-    PldrllmCausalLMOutput,
-    PldrllmModelOutput,
-    PldrllmQuestionAnsweringOutput,
-    PldrllmSequenceClassifierOutput,
-    PldrllmTokenClassifierOutput,
-)
+from .outputs import PldrllmCausalLMOutput, PldrllmModelOutput
 from .plga import (
     PldrllmGLU,
     PldrllmPowerLawGraphLayer,
@@ -294,7 +293,7 @@ class PldrllmAttention(nn.Module):
         self.wv = nn.Linear(hidden, hidden, bias=bias)
         self.dense = nn.Linear(hidden, hidden, bias=bias)
         if config.custom_G_type is None:
-            self.layernorm1 = nn.LayerNorm(self.head_dim, eps=config.layer_norm_eps)
+            self.layernorm1 = nn.LayerNorm(self.head_dim, eps=config.layer_norm_eps, dtype=torch.float32)
             self.reslayerAs = nn.ModuleList(
                 [
                     PldrllmResidualUnit(
@@ -902,143 +901,32 @@ class PldrllmForCausalLM(PldrllmPreTrainedModel, GenerationMixin):
         return fixed.train(self.training)
 
 
-class _PldrllmHeadModel(PldrllmPreTrainedModel):
-    """Shared body of the released task heads: the decoder under `decoder`, run without a cache."""
+class PldrllmForSequenceClassification(GenericForSequenceClassification, PldrllmPreTrainedModel):
+    """PLDR-LLM with the released sequence-classification head `score` (no bias) on the last token that is not
+    `pad_token_id` (left or right padding alike), as in the released code: transformers' generic head."""
 
+    base_model_prefix = "decoder"  # the released name, where the generic head says "model"
+
+
+class PldrllmForTokenClassification(GenericForTokenClassification, PldrllmPreTrainedModel):
+    """PLDR-LLM with the released token-classification head: dropout (`classifier_dropout`, default 0.1), `score`
+    with bias: transformers' generic head."""
+
+    base_model_prefix = "decoder"
+
+
+class PldrllmForQuestionAnswering(GenericForQuestionAnswering, PldrllmPreTrainedModel):
+    """PLDR-LLM with the released extractive question-answering head `qa_outputs` (2 logits per token, bias):
+    transformers' generic head."""
+
+    base_model_prefix = "decoder"
+
+    # the generic head looks for `embed_tokens`; the released decoder calls its table `embedding`
     def get_input_embeddings(self) -> nn.Embedding:
-        return self.decoder.embedding
+        return self.decoder.get_input_embeddings()
 
     def set_input_embeddings(self, value: nn.Embedding) -> None:
-        self.decoder.embedding = value
-
-    def _head_output(self, output_class, outputs: PldrllmModelOutput, return_dict: bool | None, **fields):
-        """The head's output with the decoder's optional outputs, as a dataclass or (return_dict=False) a tuple."""
-        optional = {name: getattr(outputs, name) for name in ("hidden_states", "attentions", "pldr_attentions")}
-        output = output_class(**optional, **fields)
-        return_dict = return_dict if return_dict is not None else self.config.return_dict
-        return output if return_dict else output.to_tuple()
-
-    def _run_decoder(self, input_ids, attention_mask, position_ids, inputs_embeds, kwargs) -> PldrllmModelOutput:
-        for name in ("use_cache", "past_key_values", "cache"):
-            kwargs.pop(name, None)
-        return self.decoder(
-            input_ids=input_ids,
-            attention_mask=attention_mask,
-            position_ids=position_ids,
-            inputs_embeds=inputs_embeds,
-            use_cache=False,
-            return_dict=True,
-            **kwargs,
-        )
-
-
-class PldrllmForSequenceClassification(_PldrllmHeadModel):
-    """PLDR-LLM with the released sequence-classification head `score` (no bias) on the last non-pad token.
-
-    The pooled position is the last position the `attention_mask` keeps (left or right padding alike); without a
-    mask, the last token that is not `pad_token_id`, as in the released code.
-    """
-
-    def __init__(self, config: PldrllmConfig):
-        super().__init__(config)
-        self.num_labels = config.num_labels
-        self.decoder = PldrllmModel(config)
-        self.score = nn.Linear(config.hidden_size, config.num_labels, bias=False)
-        self.post_init()
-
-    def forward(
-        self,
-        input_ids: torch.LongTensor | None = None,
-        attention_mask: torch.Tensor | None = None,
-        position_ids: torch.LongTensor | None = None,
-        inputs_embeds: torch.FloatTensor | None = None,
-        labels: torch.LongTensor | None = None,
-        return_dict: bool | None = None,
-        **kwargs,
-    ) -> PldrllmSequenceClassifierOutput | tuple:
-        outputs = self._run_decoder(input_ids, attention_mask, position_ids, inputs_embeds, kwargs)
-        logits = self.score(outputs.last_hidden_state)  # (B, S, num_labels)
-        batch, seq_len = logits.shape[:2]
-        positions = torch.arange(seq_len, device=logits.device)
-        if attention_mask is not None:
-            keep = attention_mask.to(logits.device).bool()
-        elif input_ids is not None and self.config.pad_token_id is not None:
-            keep = input_ids.to(logits.device) != self.config.pad_token_id
-        else:
-            keep = torch.ones(batch, seq_len, dtype=torch.bool, device=logits.device)
-        last = (positions * keep).argmax(-1)  # (B,)
-        pooled_logits = logits[torch.arange(batch, device=logits.device), last]
-        loss = None
-        if labels is not None:
-            loss = self.loss_function(logits=logits, labels=labels, pooled_logits=pooled_logits, config=self.config)
-        return self._head_output(
-            PldrllmSequenceClassifierOutput, outputs, return_dict, loss=loss, logits=pooled_logits
-        )
-
-
-class PldrllmForTokenClassification(_PldrllmHeadModel):
-    """PLDR-LLM with the released token-classification head: dropout (`classifier_dropout`, default 0.1), `score`."""
-
-    def __init__(self, config: PldrllmConfig):
-        super().__init__(config)
-        self.num_labels = config.num_labels
-        self.decoder = PldrllmModel(config)
-        dropout = getattr(config, "classifier_dropout", None)
-        self.dropout = nn.Dropout(0.1 if dropout is None else dropout)
-        self.score = nn.Linear(config.hidden_size, config.num_labels, bias=True)
-        self.post_init()
-
-    def forward(
-        self,
-        input_ids: torch.LongTensor | None = None,
-        attention_mask: torch.Tensor | None = None,
-        position_ids: torch.LongTensor | None = None,
-        inputs_embeds: torch.FloatTensor | None = None,
-        labels: torch.LongTensor | None = None,
-        return_dict: bool | None = None,
-        **kwargs,
-    ) -> PldrllmTokenClassifierOutput | tuple:
-        outputs = self._run_decoder(input_ids, attention_mask, position_ids, inputs_embeds, kwargs)
-        logits = self.score(self.dropout(outputs.last_hidden_state))
-        loss = None if labels is None else self.loss_function(logits, labels, self.config)
-        return self._head_output(PldrllmTokenClassifierOutput, outputs, return_dict, loss=loss, logits=logits)
-
-
-class PldrllmForQuestionAnswering(_PldrllmHeadModel):
-    """PLDR-LLM with the released extractive question-answering head `qa_outputs` (2 logits per token, bias)."""
-
-    def __init__(self, config: PldrllmConfig):
-        super().__init__(config)
-        self.decoder = PldrllmModel(config)
-        self.qa_outputs = nn.Linear(config.hidden_size, 2, bias=True)
-        self.post_init()
-
-    def forward(
-        self,
-        input_ids: torch.LongTensor | None = None,
-        attention_mask: torch.Tensor | None = None,
-        position_ids: torch.LongTensor | None = None,
-        inputs_embeds: torch.FloatTensor | None = None,
-        start_positions: torch.LongTensor | None = None,
-        end_positions: torch.LongTensor | None = None,
-        return_dict: bool | None = None,
-        **kwargs,
-    ) -> PldrllmQuestionAnsweringOutput | tuple:
-        kwargs.pop("token_type_ids", None)
-        outputs = self._run_decoder(input_ids, attention_mask, position_ids, inputs_embeds, kwargs)
-        start_logits, end_logits = self.qa_outputs(outputs.last_hidden_state).split(1, dim=-1)
-        start_logits, end_logits = start_logits.squeeze(-1).contiguous(), end_logits.squeeze(-1).contiguous()
-        loss = None
-        if start_positions is not None and end_positions is not None:
-            loss = self.loss_function(start_logits, end_logits, start_positions, end_positions)
-        return self._head_output(
-            PldrllmQuestionAnsweringOutput,
-            outputs,
-            return_dict,
-            loss=loss,
-            start_logits=start_logits,
-            end_logits=end_logits,
-        )
+        self.decoder.set_input_embeddings(value)
 
 
 __all__ = [

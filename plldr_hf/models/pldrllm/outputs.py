@@ -5,13 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-from transformers.modeling_outputs import (
-    BaseModelOutputWithPast,
-    CausalLMOutputWithPast,
-    QuestionAnsweringModelOutput,
-    SequenceClassifierOutputWithPast,
-    TokenClassifierOutput,
-)
+from transformers.modeling_outputs import BaseModelOutputWithPast, CausalLMOutputWithPast
 
 
 @dataclass
@@ -43,24 +37,3 @@ class PldrllmCausalLMOutput(CausalLMOutputWithPast):
     lm_loss: torch.FloatTensor | None = None
     dag_loss: torch.FloatTensor | None = None
     dag_losses: torch.FloatTensor | None = None
-
-
-@dataclass
-class PldrllmSequenceClassifierOutput(SequenceClassifierOutputWithPast):
-    """`SequenceClassifierOutputWithPast` plus `pldr_attentions` (see `PldrllmModelOutput`)."""
-
-    pldr_attentions: tuple[tuple[torch.FloatTensor, ...], ...] | None = None
-
-
-@dataclass
-class PldrllmTokenClassifierOutput(TokenClassifierOutput):
-    """`TokenClassifierOutput` plus `pldr_attentions` (see `PldrllmModelOutput`)."""
-
-    pldr_attentions: tuple[tuple[torch.FloatTensor, ...], ...] | None = None
-
-
-@dataclass
-class PldrllmQuestionAnsweringOutput(QuestionAnsweringModelOutput):
-    """`QuestionAnsweringModelOutput` plus `pldr_attentions` (see `PldrllmModelOutput`)."""
-
-    pldr_attentions: tuple[tuple[torch.FloatTensor, ...], ...] | None = None

@@ -196,11 +196,11 @@ class PlgaCall:
 class PldrllmGLU(nn.Module):
     """GLU(x) = W3(silu(W1·x + b1) ⊙ (W2·x + b2)) + b3 — the feed-forward network and each metric-learner unit."""
 
-    def __init__(self, dim: int, hidden_dim: int, bias: bool = True):
+    def __init__(self, dim: int, hidden_dim: int, bias: bool = True, dtype: torch.dtype | None = None):
         super().__init__()
-        self.gluw1 = nn.Linear(dim, hidden_dim, bias=bias)
-        self.gluw2 = nn.Linear(dim, hidden_dim, bias=bias)
-        self.gluw3 = nn.Linear(hidden_dim, dim, bias=bias)
+        self.gluw1 = nn.Linear(dim, hidden_dim, bias=bias, dtype=dtype)
+        self.gluw2 = nn.Linear(dim, hidden_dim, bias=bias, dtype=dtype)
+        self.gluw3 = nn.Linear(hidden_dim, dim, bias=bias, dtype=dtype)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.gluw3(F.silu(self.gluw1(x)) * self.gluw2(x))
@@ -214,8 +214,12 @@ class PldrllmResidualUnit(nn.Module):
 
     def __init__(self, head_dim: int, a_dff: int, num_dense: int, bias: bool, eps: float):
         super().__init__()
-        self.denseAs = nn.ModuleList([PldrllmGLU(head_dim, a_dff, bias) for _ in range(num_dense)])
-        self.layernormA = nn.LayerNorm(head_dim, eps=eps)
+        # float32 whatever the default dtype (a float16 or bfloat16 `from_config`), as `_keep_in_fp32_modules_strict`
+        # keeps them in loads
+        self.denseAs = nn.ModuleList(
+            [PldrllmGLU(head_dim, a_dff, bias, dtype=torch.float32) for _ in range(num_dense)]
+        )
+        self.layernormA = nn.LayerNorm(head_dim, eps=eps, dtype=torch.float32)
 
     def forward(self, a: torch.Tensor) -> torch.Tensor:
         branch = a
@@ -235,11 +239,12 @@ class PldrllmPowerLawGraphLayer(nn.Module):
     def __init__(self, num_heads: int, head_dim: int):
         super().__init__()
         shape = (num_heads, head_dim, head_dim)
-        self.Wlst = nn.Parameter(torch.empty(shape))
-        self.blst = nn.Parameter(torch.empty(shape))
-        self.pwlst = nn.Parameter(torch.empty(shape))
-        self.alst = nn.Parameter(torch.empty(shape))
-        self.balst = nn.Parameter(torch.empty(shape))
+        # float32 whatever the default dtype, as the metric learner's units
+        self.Wlst = nn.Parameter(torch.empty(shape, dtype=torch.float32))
+        self.blst = nn.Parameter(torch.empty(shape, dtype=torch.float32))
+        self.pwlst = nn.Parameter(torch.empty(shape, dtype=torch.float32))
+        self.alst = nn.Parameter(torch.empty(shape, dtype=torch.float32))
+        self.balst = nn.Parameter(torch.empty(shape, dtype=torch.float32))
 
     def forward(self, a: torch.Tensor, heads: slice = slice(None)) -> PlgaState:
         """The state of the metric tensors `a` (…, h, d, d) of the heads `heads` (all, or a tensor-parallel rank's)."""

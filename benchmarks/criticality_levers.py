@@ -16,6 +16,9 @@ This grid starts from the released 110M model's per-head PLGA (head size 64, 8 r
 | `depth` | 2, 4 units | the metric learner's residual units |
 | `length` | 200, 1,800 steps | the run length, hence the integrated learning rate Σlr |
 
+A second part (`--part 2`), designed after the first showed the peak LR moving G most: peak LR 2e-2 and 3e-2, and at
+peak LR 1e-2 (`at_lr_1e-2`) a second seed, 1,800 steps, 1,024-token blocks, 2 units and DAG weights 0.05.
+
 Every cell records, at the end, the stage statistics of `plldr_hf.models.pldrllm.stages` (relative spread across
 inputs of LN(A0), A, W·A, A_LM, A_P, G_LM; the layer of the largest G_LM order parameter) on the default calibration
 inputs and on held-out validation blocks of the run's own length (real text), the SOC order parameter with its
@@ -86,24 +89,36 @@ class LeverCell:
 
     @property
     def setting(self) -> str:
-        """The lever's value as the table shows it."""
-        return {
-            "base": f"seed {self.seed}",
-            "lr": f"peak LR {self.learning_rate:g}",
-            "warmup": f"warm-up {self.warmup_steps} at {self.learning_rate:g}",
-            "plga_wd": f"λ_PLGA {self.plga_weight_decay:g}",
-            "dag": f"DAG {self.dag_weights[0]:g}",
-            "context": f"{self.block_size} tokens",
-            "depth": f"{self.num_reslayerA} units",
-            "length": f"{self.steps} steps",
-        }.get(self.lever, self.lever)
+        """What this cell moves away from the base, as the table shows it."""
+        names = {"learning_rate": "peak LR", "warmup_steps": "warm-up", "plga_weight_decay": "λ_PLGA",
+                 "dag_weights": "DAG", "block_size": "tokens", "num_reslayerA": "units", "steps": "steps",
+                 "seed": "seed"}  # fmt: skip
+        moved = [
+            f"{names.get(name, name)} {value[0] if isinstance(value, tuple) else value:g}"
+            for name, value in asdict(self).items()
+            if name in names and value != getattr(BASE, name)
+        ]
+        return ", ".join(moved) or "base"
 
 
 BASE = LeverCell("base")
 
 
-def grid(steps_scale: float = 1.0) -> list[LeverCell]:
-    cells = [
+# the second part, written after the first showed peak LR moving G most (hypotheses Q1-Q6): the LR axis further
+# out, and at peak LR 1e-2 each other lever again
+HIGH = replace(BASE, lever="at_lr_1e-2", learning_rate=1e-2)
+
+
+def grid(steps_scale: float = 1.0, part: int | None = None) -> list[LeverCell]:
+    second = [
+        *(replace(BASE, lever="lr", learning_rate=lr) for lr in (2e-2, 3e-2)),
+        replace(HIGH, seed=1),
+        replace(HIGH, steps=1800),
+        replace(HIGH, block_size=1024),
+        replace(HIGH, num_reslayerA=2),
+        replace(HIGH, dag_weights=(0.05, 0.05, 0.05)),
+    ]
+    first = [
         BASE,
         replace(BASE, seed=1),
         *(replace(BASE, lever="lr", learning_rate=lr) for lr in (3e-4, 3e-3, 1e-2)),
@@ -114,6 +129,7 @@ def grid(steps_scale: float = 1.0) -> list[LeverCell]:
         *(replace(BASE, lever="depth", num_reslayerA=n) for n in (2, 4)),
         *(replace(BASE, lever="length", steps=n) for n in (200, 1800)),
     ]
+    cells = {1: first, 2: second, None: first + second}[part]
     if steps_scale != 1.0:  # a quick pass over the same grid (tests)
         cells = [
             replace(
@@ -199,7 +215,6 @@ def run_cell(cell: LeverCell, tokenizer_dir: str, threads: int) -> dict:
     return {
         "cell": asdict(cell),
         "key": cell.key,
-        "setting": cell.setting,
         "threads": threads,
         "validation_loss": loss if loss is not None and math.isfinite(loss) else None,
         "train_blocks": report.train_examples,
@@ -224,7 +239,7 @@ def run_cell(cell: LeverCell, tokenizer_dir: str, threads: int) -> dict:
 
 
 def _run_cell_job(job: dict) -> dict:
-    cell = LeverCell(**{**job["cell"], "dag_weights": tuple(job["cell"]["dag_weights"])})
+    cell = _cell(job)
     try:
         return run_cell(cell, job["tokenizer_dir"], job["threads"])
     except Exception as error:  # one failed cell must not stop the others; it is not written, so a rerun retries it
@@ -283,6 +298,10 @@ def run(cells: list[LeverCell], out: Path, jobs: int, threads: int) -> list[dict
         for index, job in enumerate(jobs_list, 1):
             done(index, _run_cell_job(job))
     return load_records(out)
+
+
+def _cell(record: dict) -> LeverCell:
+    return LeverCell(**{**record["cell"], "dag_weights": tuple(record["cell"]["dag_weights"])})
 
 
 def _stage(record: dict, calibration: str, name: str):
@@ -345,7 +364,7 @@ def markdown(records: list[dict], summary: dict, meta: dict) -> str:
     for r in sorted(records, key=lambda r: (order.get(r["cell"]["lever"], 99), r["key"])):
         real = r["stages"]["real_text"] or {}
         lines.append(
-            f"| {r['cell']['lever']} | {r['setting']} | {r['integrated_lr']:.3g} | {_fmt(r['validation_loss'], '.4g')} | "
+            f"| {r['cell']['lever']} | {_cell(r).setting} | {r['integrated_lr']:.3g} | {_fmt(r['validation_loss'], '.4g')} | "
             + " | ".join(_fmt(_stage(r, "real_text", name)) for name in ("gram_ln", "A", "A_LM", "A_P", "G_LM"))
             + f" | {_fmt(_factor(r, 'real_text', 'gram_ln', 'A'))} | {_fmt(_factor(r, 'real_text', 'A_LM', 'A_P'))} "
             f"| {_fmt(r['order_parameter_G_LM']['real_text'])} = {_fmt(real.get('G_LM_soc_numerator_rmse'))} / "
@@ -431,6 +450,7 @@ def main(argv=None) -> int:
     run_parser = sub.choices["run"]
     levers = sorted({c.lever for c in grid()})
     run_parser.add_argument("--only", nargs="+", choices=levers, help="run only these levers' cells")
+    run_parser.add_argument("--part", type=int, choices=(1, 2), help="run only the first or the second part")
     run_parser.add_argument("--threads", type=int, default=1, help="torch threads per run")
     run_parser.add_argument("--steps-scale", type=float, default=1.0, help="scale every cell's steps (quick checks)")
     args = parser.parse_args(argv)
@@ -445,7 +465,7 @@ def main(argv=None) -> int:
         parser.error(f"--steps-scale must be a finite positive number, got {args.steps_scale}")
     meta = {"jobs": args.jobs, "machine": args.machine} if args.machine else {"jobs": args.jobs}
     if args.command == "run":
-        cells = [c for c in grid(args.steps_scale) if not args.only or c.lever in args.only]
+        cells = [c for c in grid(args.steps_scale, args.part) if not args.only or c.lever in args.only]
         run(cells, args.out, args.jobs, args.threads)
     summary = report(args.out, args.results or args.out, meta)
     print(json.dumps(summary, indent=1))

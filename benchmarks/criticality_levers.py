@@ -17,7 +17,9 @@ This grid starts from the released 110M model's per-head PLGA (head size 64, 8 r
 | `length` | 200, 1,800 steps | the run length, hence the integrated learning rate Σlr |
 
 A second part (`--part 2`), designed after the first showed the peak LR moving G most: peak LR 2e-2 and 3e-2, and at
-peak LR 1e-2 (`at_lr_1e-2`) a second seed, 1,800 steps, 1,024-token blocks, 2 units and DAG weights 0.05.
+peak LR 1e-2 (`at_lr_1e-2`) a second seed, 1,800 steps, 1,024-token blocks, 2 units and DAG weights 0.05. A third
+(`--part 3`), after the second found a collapse at 1e-2 with 1,024-token blocks: that cell with seed 1, and runs at
+1,024 tokens with peak LR 3e-3 (warm-up 60 and 300) and 6e-3, the uncollapsed runs it is compared with.
 
 Every cell records, at the end, the stage statistics of `plldr_hf.models.pldrllm.stages` (relative spread across
 inputs of LN(A0), A, W·A, A_LM, A_P, G_LM; the layer of the largest G_LM order parameter) on the default calibration
@@ -118,6 +120,14 @@ def grid(steps_scale: float = 1.0, part: int | None = None) -> list[LeverCell]:
         replace(HIGH, num_reslayerA=2),
         replace(HIGH, dag_weights=(0.05, 0.05, 0.05)),
     ]
+    # the third, after the second found a collapse at 1e-2 with 1,024-token blocks (hypotheses R1-R2): that run
+    # with a second seed, and the uncollapsed runs at 1,024 tokens it must be within 3 % of
+    third = [
+        replace(HIGH, block_size=1024, seed=1),
+        replace(BASE, lever="context", block_size=1024, learning_rate=3e-3),
+        replace(BASE, lever="context", block_size=1024, learning_rate=3e-3, warmup_steps=300),
+        replace(BASE, lever="context", block_size=1024, learning_rate=6e-3),
+    ]
     first = [
         BASE,
         replace(BASE, seed=1),
@@ -129,7 +139,7 @@ def grid(steps_scale: float = 1.0, part: int | None = None) -> list[LeverCell]:
         *(replace(BASE, lever="depth", num_reslayerA=n) for n in (2, 4)),
         *(replace(BASE, lever="length", steps=n) for n in (200, 1800)),
     ]
-    cells = {1: first, 2: second, None: first + second}[part]
+    cells = {1: first, 2: second, 3: third, None: first + second + third}[part]
     if steps_scale != 1.0:  # a quick pass over the same grid (tests)
         cells = [
             replace(
@@ -450,7 +460,7 @@ def main(argv=None) -> int:
     run_parser = sub.choices["run"]
     levers = sorted({c.lever for c in grid()})
     run_parser.add_argument("--only", nargs="+", choices=levers, help="run only these levers' cells")
-    run_parser.add_argument("--part", type=int, choices=(1, 2), help="run only the first or the second part")
+    run_parser.add_argument("--part", type=int, choices=(1, 2, 3), help="run only this part of the grid")
     run_parser.add_argument("--threads", type=int, default=1, help="torch threads per run")
     run_parser.add_argument("--steps-scale", type=float, default=1.0, help="scale every cell's steps (quick checks)")
     args = parser.parse_args(argv)

@@ -3,7 +3,8 @@ learned-G model in HF `generate()` (its G-cache), at short prompts and at the pa
 
 Runs in the vLLM environment (`bash tools/make_vllm_env.sh`, then `.venv-vllm/bin/python -m benchmarks.vllm_learned_g`).
 
-Contenders, float32 on the CPU, random weights at the released 110M size (seed 0, as `benchmarks/vllm_serving.py`):
+Contenders, float32 on the CPU, random weights at the released 110M size (seed 0, as `benchmarks/vllm_serving.py`),
+or a trained model (`--model DIR`) and its copy collapsed on texts `collapse()` must accept (`--calibration FILE`):
 
 - **vLLM PLDR-LLM (learned G)**: the plugin's per-request G state (`plldr_hf/serving/vllm_g_state.py`): the metric
   learner runs once per request at prefill, over its whole prompt, and decode reads G in place;
@@ -75,6 +76,8 @@ TOKENIZER = REPO / "tests" / "fixtures" / "pldrllm_released"
 FLAGS = (
     ("--long-prompts", dict(type=int, nargs="*", default=[512, 1024], help="prompt lengths of the long workloads")),
     ("--long-requests", dict(type=int, default=16, help="requests per long workload [16]")),
+    ("--model", dict(help="a trained learned-G PLDR-LLM folder instead of random weights (with --calibration)")),
+    ("--calibration", dict(help="texts, one per line, on which --model's collapse() must accept its G")),
 )
 
 
@@ -105,14 +108,29 @@ def build_models(folder: Path, sizes: dict, pldr_extra: dict, max_len: int) -> d
     return models
 
 
-def text_prompts(count: int, length: int, vocab_size: int) -> list[list[int]]:
+def trained_models(folder: Path, model_dir: str, calibration: str) -> dict:
+    """A trained model and its collapsed copy, collapsed without `force`: `collapse()` must accept the G it measures
+    on the calibration texts. Returns {name: (path, HF model)} as `build_models`."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    import plldr_hf  # noqa: F401
+
+    learned = AutoModelForCausalLM.from_pretrained(model_dir).eval()
+    texts = [line for line in Path(calibration).read_text(encoding="utf-8").splitlines() if line.strip()]
+    collapsed = copy.deepcopy(learned)
+    collapsed.collapse(calibration=texts, tokenizer=AutoTokenizer.from_pretrained(model_dir))
+    collapsed.save_pretrained(folder / "collapsed")
+    return {"learned": (Path(model_dir), learned), "collapsed": (folder / "collapsed", collapsed)}
+
+
+def text_prompts(count: int, length: int, vocab_size: int, tokenizer_dir: Path = TOKENIZER) -> list[list[int]]:
     """`count` consecutive windows of `length` tokens of the embedded Shakespeare validation text (ids folded into a
     smaller vocabulary, for the quick run's tiny model)."""
     from transformers import AutoTokenizer
 
     from plldr_hf.training.corpus import embedded_data_path
 
-    tokenizer = AutoTokenizer.from_pretrained(TOKENIZER)
+    tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
     with gzip.open(embedded_data_path("en_shakespeare", "validation.txt.gz"), "rt", encoding="utf-8") as text:
         ids = tokenizer(text.read())["input_ids"]
     if len(ids) < count * length:
@@ -250,6 +268,8 @@ def markdown(results: list[dict], meta: dict) -> str:
     lines = [
         "# Serving a learned G: vLLM's per-request G state vs the collapsed model in vLLM and HF generate",
         "",
+        f"Weights: {meta.get('weights', 'random, the released 110M size')}.",
+        "",
         "| requests × prompt tokens × new tokens | " + " | ".join(CONTENDERS) + " | learned vLLM / collapsed vLLM "
         "(FLOP bound; share of the bound) | learned vLLM / learned HF | tokens equal to `generate()` alone: "
         + ", ".join(CONTENDERS)
@@ -296,14 +316,34 @@ def main(argv=None) -> int:
 
     torch.set_num_threads(args.threads)
     work = Path(args.work_dir)
-    sizes, extra = model_sizes(args.quick)
+    if bool(args.model) != bool(args.calibration):
+        raise SystemExit("error: --model and --calibration go together (the texts collapse() must accept it on)")
+    if args.model:
+        from transformers import AutoConfig
+
+        import plldr_hf  # noqa: F401  (registers the family, so its saved remote code is not needed)
+
+        trained = AutoConfig.from_pretrained(args.model)
+        sizes, tokenizer_dir = {"vocab_size": trained.vocab_size}, Path(args.model)
+    else:
+        (sizes, extra), tokenizer_dir = model_sizes(args.quick), TOKENIZER
     workloads = [(f"{n} × 8–96", make_requests(n, sizes["vocab_size"])) for n in args.requests]
     workloads += [
-        (f"{args.long_requests} × {n}", text_prompts(args.long_requests, n, sizes["vocab_size"]))
+        (f"{args.long_requests} × {n}", text_prompts(args.long_requests, n, sizes["vocab_size"], tokenizer_dir))
         for n in args.long_prompts
     ]
     max_len = max(MAX_MODEL_LEN, max(len(p) for _, prompts in workloads for p in prompts) + args.new_tokens)
-    models = build_models(work, sizes, extra, max_len)
+    if args.model:
+        longest = max(len(p) for _, prompts in workloads for p in prompts) + args.new_tokens
+        if longest > trained.max_position_embeddings:
+            raise SystemExit(
+                f"error: prompts plus new tokens need {longest} positions, --model has "
+                f"{trained.max_position_embeddings}; give shorter --long-prompts"
+            )
+        max_len = trained.max_position_embeddings
+        models = trained_models(work, args.model, args.calibration)
+    else:
+        models = build_models(work, sizes, extra, max_len)
     seqs = max(len(prompts) for _, prompts in workloads)
     kinds = {
         CONTENDERS[0]: ("vllm", "learned"),
@@ -340,6 +380,9 @@ def main(argv=None) -> int:
         "parameters": sum(p.numel() for p in models["learned"][1].parameters()),
         **machine_and_versions(),
         "load_at_start": load,
+        "weights": f"{args.model}, collapsed on {args.calibration}"
+        if args.model
+        else "random, the released 110M size",
         "changes": change_timings(models["learned"][1], workloads[len(args.requests) - 1][1]),
         "quick": args.quick,
         "stem": stem,

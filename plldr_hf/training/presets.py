@@ -33,12 +33,13 @@ def _shipped(family: Path) -> dict[str, dict]:
     """A family's shipped recipes by name, smallest model first (a recipe naming another's model sorts with it)."""
     recipes = {path.stem: _read_recipe(path) for path in family.glob("*.json")}
 
-    def width(name: str) -> int:
+    def size(name: str) -> tuple[int, int]:
         model = recipes[name]["model"]
         model = recipes[model]["model"] if isinstance(model, str) else model
-        return model.get("hidden_size", model.get("d_model", 0))
+        # width, then the metric learner's (a PLDR-LLM recipe with the released learner sorts after tiny's)
+        return model.get("hidden_size", model.get("d_model", 0)), model.get("A_dff", 0)
 
-    return {name: recipes[name] for name in sorted(recipes, key=lambda name: (width(name), name))}
+    return {name: recipes[name] for name in sorted(recipes, key=lambda name: (*size(name), name))}
 
 
 PRESETS: dict[str, dict[str, dict]] = {

@@ -99,7 +99,7 @@ def test_train_flags_come_from_the_options_dataclasses(capsys):
     assert parser.parse_args(["train", "pldrllm", "--size", "mini"]).size in PRESETS["pldrllm"]
     with pytest.raises(
         ValueError,
-        match=r"--size: must be one of tiny, mini, small, 110m or a recipe file \(.json, .yaml, .yml\), got 'huge'",
+        match=r"--size: must be one of tiny, critical, mini, small, 110m or a recipe file \(.json, .yaml, .yml\), got 'huge'",
     ):
         options_from(parser.parse_args(["train", "pldrllm", "--size", "huge"]))
 

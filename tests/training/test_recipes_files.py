@@ -20,7 +20,8 @@ def test_shipped_recipes_are_the_files():
         for name in files:
             recipe = json.loads((RECIPE_FOLDER / family / f"{name}.json").read_text())
             assert set(recipe) == {"about", "model", "run"} and recipe["about"]
-    assert list(PRESETS["pldrllm"]) == ["tiny", "mini", "small", "110m"]  # smallest first, as --help lists them
+    # smallest first, as --help lists them
+    assert list(PRESETS["pldrllm"]) == ["tiny", "critical", "mini", "small", "110m"]
     assert preset("agf", "wmt17")["model"] == PRESETS["agf"]["base"]["model"]
 
 

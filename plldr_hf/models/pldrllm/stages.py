@@ -138,6 +138,16 @@ def stage_statistics(model, sequences: list[list[int]], outputs: list[dict] | No
     return {"input_lengths": [len(seq) for seq in sequences], "layers": result}
 
 
+def strongest_contraction(layer: dict) -> str | None:
+    """The stage whose factor is smallest in one layer of `stage_statistics` (`"LN(A0)→A"`: the metric learner's
+    units), where most of the input dependence is removed; None when no factor is defined."""
+    factors = {key: value for key, value in layer["factors"].items() if value is not None}
+    if not factors:
+        return None
+    before, after = min(factors, key=factors.get).split("->")
+    return f"{LABELS[before]}→{LABELS[after]}"
+
+
 def _ratio(after, before):
     return None if after is None or not before else after / before
 
@@ -148,7 +158,7 @@ def _attentions(model):
 
 def format_stages(stages: dict) -> str:
     """A Markdown table of the stage statistics: per layer, the relative spread of each stage's tensor, the SOC order
-    parameter of G with its numerator and denominator, and the stage factors."""
+    parameter of G with its numerator and denominator, the stage factors and the stage that contracts most."""
 
     def fmt(value):
         return "n/a" if value is None else format(value, ".3g")
@@ -157,8 +167,8 @@ def format_stages(stages: dict) -> str:
         "Stages (relative spread across inputs = RMS(x - mean over inputs) / RMS(x); factor = after / before):",
         "",
         "| layer | LN(A0) | A | W·A | rms b | A_LM | P mean | mean abs(P)·abs(ln A_LM) | A_P | G_LM | mean G | spread G "
-        "| SOC G = RMSE / abs(mean) | LN(A0)→A | A→W·A | W·A→A_LM | A_LM→A_P | A_P→G_LM |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| SOC G = RMSE / abs(mean) | LN(A0)→A | A→W·A | W·A→A_LM | A_LM→A_P | A_P→G_LM | strongest contraction |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for index, layer in enumerate(stages["layers"]):
         relative = {name: (layer.get(name) or {}).get("relative") for name in CHAIN}
@@ -172,9 +182,17 @@ def format_stages(stages: dict) -> str:
             + " ".join(
                 f"| {fmt(factors.get(key))}" for key in ("gram_ln->A", "A->W_A", "W_A->A_LM", "A_LM->A_P", "A_P->G_LM")
             )
-            + " |"
+            + f" | {strongest_contraction(layer) or 'n/a'} |"
         )
     return "\n".join(lines)
 
 
-__all__ = ["CHAIN", "LABELS", "capture_gram_ln", "deductive_outputs", "format_stages", "stage_statistics"]
+__all__ = [
+    "CHAIN",
+    "LABELS",
+    "capture_gram_ln",
+    "deductive_outputs",
+    "format_stages",
+    "stage_statistics",
+    "strongest_contraction",
+]

@@ -10,7 +10,13 @@ import torch
 from plldr_hf.models.pldrllm.collapse import default_calibration
 from plldr_hf.models.pldrllm.diagnostics import diagnose, order_parameters
 from plldr_hf.models.pldrllm.plga import residual_units
-from plldr_hf.models.pldrllm.stages import CHAIN, capture_gram_ln, stage_statistics
+from plldr_hf.models.pldrllm.stages import (
+    CHAIN,
+    capture_gram_ln,
+    format_stages,
+    stage_statistics,
+    strongest_contraction,
+)
 from tests.utils import make_invariant, tiny_model
 
 
@@ -64,6 +70,25 @@ def test_a_model_made_invariant_in_the_metric_learner_shows_it_there():
         assert layer["factors"]["gram_ln->A"] == pytest.approx(0, abs=1e-6)
         assert layer["G_LM"]["relative"] == pytest.approx(0, abs=1e-6)
         assert layer["G_LM"]["order_parameter"] == pytest.approx(0, abs=1e-5)
+        assert strongest_contraction(layer) == "LN(A0)→A"
+    # the table names the stage in every layer's row
+    rows = [line for line in format_stages(stages).splitlines() if line.startswith("| ") and line[2].isdigit()]
+    assert len(rows) == model.config.num_hidden_layers and all(row.endswith("| LN(A0)→A |") for row in rows)
+
+
+def test_a_model_made_invariant_in_the_power_step_shows_it_there():
+    """P = 0 makes A_P = A_LM^0 = 1 whatever the input: the table names A_LM→A_P, not the metric learner."""
+    torch.manual_seed(0)
+    model = tiny_model()
+    with torch.no_grad():
+        for layer in model.decoder.dec_layers:
+            layer.mha1.plgatt_layer.pwlst.zero_()
+    stages = stage_statistics(model, default_calibration(model.config))
+    for layer in stages["layers"]:
+        assert layer["factors"]["gram_ln->A"] > 0.1
+        assert layer["factors"]["A_LM->A_P"] == pytest.approx(0, abs=1e-6)
+        assert strongest_contraction(layer) == "A_LM→A_P"
+    assert all(row.endswith("| A_LM→A_P |") for row in format_stages(stages).splitlines()[4:])
 
 
 def test_nothing_to_compare():

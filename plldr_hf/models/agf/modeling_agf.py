@@ -57,6 +57,7 @@ from transformers.modeling_outputs import (
     Seq2SeqLMOutput,
     Seq2SeqModelOutput,
 )
+from transformers.utils import can_return_tuple
 
 from .configuration_agf import AgfConfig, check_buildable
 from .positions import (
@@ -828,6 +829,7 @@ class AgfEncoder(_AgfStack):
     def set_input_embeddings(self, value: nn.Embedding) -> None:
         self.embed_tokens = value
 
+    @can_return_tuple
     def forward(
         self,
         input_ids: torch.LongTensor | None = None,
@@ -835,14 +837,12 @@ class AgfEncoder(_AgfStack):
         inputs_embeds: torch.Tensor | None = None,
         output_attentions: bool | None = None,
         output_hidden_states: bool | None = None,
-        return_dict: bool | None = None,
         **kwargs,
     ) -> BaseModelOutput | tuple:
         output_attentions = self.config.output_attentions if output_attentions is None else output_attentions
         output_hidden_states = (
             self.config.output_hidden_states if output_hidden_states is None else output_hidden_states
         )
-        return_dict = self.config.return_dict if return_dict is None else return_dict
         if (input_ids is None) == (inputs_embeds is None):
             raise ValueError("pass exactly one of `input_ids` and `inputs_embeds`")
         check_inputs(
@@ -872,7 +872,7 @@ class AgfEncoder(_AgfStack):
         output = BaseModelOutput(
             last_hidden_state=hidden_states, hidden_states=all_hidden_states, attentions=all_attentions
         )
-        return output if return_dict else output.to_tuple()
+        return output
 
 
 class AgfDecoder(_AgfStack):
@@ -902,6 +902,7 @@ class AgfDecoder(_AgfStack):
     def set_input_embeddings(self, value: nn.Embedding) -> None:
         self.embed_tokens = value
 
+    @can_return_tuple
     def forward(
         self,
         input_ids: torch.LongTensor | None = None,
@@ -914,7 +915,6 @@ class AgfDecoder(_AgfStack):
         use_cache: bool | None = None,
         output_attentions: bool | None = None,
         output_hidden_states: bool | None = None,
-        return_dict: bool | None = None,
         cache: Cache | None = None,
         **kwargs,
     ) -> BaseModelOutputWithPastAndCrossAttentions | tuple:
@@ -926,7 +926,6 @@ class AgfDecoder(_AgfStack):
         output_hidden_states = (
             self.config.output_hidden_states if output_hidden_states is None else output_hidden_states
         )
-        return_dict = self.config.return_dict if return_dict is None else return_dict
         use_cache = self.config.use_cache if use_cache is None else use_cache
         if self.training and any(layer.gradient_checkpointing for layer in self.layers):
             # recomputing a layer in backward would append its keys to the cache a second time
@@ -1035,7 +1034,7 @@ class AgfDecoder(_AgfStack):
             cross_attentions=all_cross_attentions,
             **{CACHE_NAME: cache},
         )
-        return output if return_dict else output.to_tuple()
+        return output
 
 
 class AgfModel(AgfPreTrainedModel):
@@ -1082,6 +1081,7 @@ class AgfModel(AgfPreTrainedModel):
     def get_decoder(self) -> AgfDecoder:
         return self.decoder
 
+    @can_return_tuple
     def forward(
         self,
         input_ids: torch.LongTensor | None = None,
@@ -1096,12 +1096,10 @@ class AgfModel(AgfPreTrainedModel):
         use_cache: bool | None = None,
         output_attentions: bool | None = None,
         output_hidden_states: bool | None = None,
-        return_dict: bool | None = None,
         cache: Cache | None = None,
         **kwargs,
     ) -> Seq2SeqModelOutput | tuple:
         cache = merge_cache_kwargs(cache, past_key_values, f"{type(self).__name__}.forward")
-        return_dict = self.config.return_dict if return_dict is None else return_dict
         if encoder_outputs is None:
             encoder_outputs = self.encoder(
                 input_ids=input_ids,
@@ -1140,7 +1138,7 @@ class AgfModel(AgfPreTrainedModel):
             encoder_attentions=encoder_outputs.attentions,
             **{CACHE_NAME: decoder_outputs[CACHE_NAME] if CACHE_NAME in decoder_outputs else None},
         )
-        return output if return_dict else output.to_tuple()
+        return output
 
 
 class AgfForConditionalGeneration(AgfPreTrainedModel, GenerationMixin):
@@ -1200,6 +1198,7 @@ class AgfForConditionalGeneration(AgfPreTrainedModel, GenerationMixin):
     def prepare_decoder_input_ids_from_labels(self, labels: torch.Tensor) -> torch.Tensor:
         return shift_tokens_right(labels, self.config.pad_token_id, self.config.decoder_start_token_id)
 
+    @can_return_tuple
     def forward(
         self,
         input_ids: torch.LongTensor | None = None,
@@ -1215,7 +1214,6 @@ class AgfForConditionalGeneration(AgfPreTrainedModel, GenerationMixin):
         use_cache: bool | None = None,
         output_attentions: bool | None = None,
         output_hidden_states: bool | None = None,
-        return_dict: bool | None = None,
         cache: Cache | None = None,
         num_items_in_batch: int | torch.Tensor | None = None,
         **kwargs,
@@ -1230,7 +1228,6 @@ class AgfForConditionalGeneration(AgfPreTrainedModel, GenerationMixin):
             label tokens.
         """
         cache = merge_cache_kwargs(cache, past_key_values, f"{type(self).__name__}.forward")
-        return_dict = self.config.return_dict if return_dict is None else return_dict
         if labels is not None:
             use_cache = False
             source = input_ids if input_ids is not None else inputs_embeds
@@ -1293,7 +1290,7 @@ class AgfForConditionalGeneration(AgfPreTrainedModel, GenerationMixin):
             encoder_attentions=outputs.encoder_attentions,
             **{CACHE_NAME: outputs[CACHE_NAME] if CACHE_NAME in outputs else None},
         )
-        return output if return_dict else output.to_tuple()
+        return output
 
 
 __all__ = ["AgfPreTrainedModel", "AgfModel", "AgfForConditionalGeneration"]

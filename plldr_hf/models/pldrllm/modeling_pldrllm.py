@@ -84,7 +84,7 @@ from transformers.modeling_layers import (
 )
 from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
-from transformers.utils import logging
+from transformers.utils import can_return_tuple, logging
 
 from .collapse import PldrllmCollapseReport, collapse_model, own_config
 from .configuration_pldrllm import PldrllmConfig, check_buildable
@@ -588,6 +588,7 @@ class PldrllmModel(PldrllmPreTrainedModel):
     def set_input_embeddings(self, value: nn.Embedding) -> None:
         self.embedding = value
 
+    @can_return_tuple
     def forward(
         self,
         input_ids: torch.LongTensor | None = None,
@@ -601,7 +602,6 @@ class PldrllmModel(PldrllmPreTrainedModel):
         output_pldr_attentions: bool | None = None,
         cache_first_G: bool | None = None,
         output_dag_losses: bool = False,
-        return_dict: bool | None = None,
         cache: Cache | None = None,
         **kwargs,
     ) -> PldrllmModelOutput | tuple:
@@ -614,7 +614,6 @@ class PldrllmModel(PldrllmPreTrainedModel):
         )
         cache_first_G = cache_first_G if cache_first_G is not None else cfg.cache_first_G
         use_cache = use_cache if use_cache is not None else cfg.use_cache
-        return_dict = return_dict if return_dict is not None else cfg.return_dict
         if self.gradient_checkpointing and self.training:
             use_cache = False
         if (input_ids is None) == (inputs_embeds is None):
@@ -709,7 +708,7 @@ class PldrllmModel(PldrllmPreTrainedModel):
             sequence_ids=plga.segment_ids if dag_losses is not None else None,
             **{CACHE_NAME: past_key_values},
         )
-        return output if return_dict else output.to_tuple()
+        return output
 
 
 class PldrllmForCausalLM(PldrllmPreTrainedModel, GenerationMixin):
@@ -755,6 +754,7 @@ class PldrllmForCausalLM(PldrllmPreTrainedModel, GenerationMixin):
         check_continuous_batching(self.config)
         return super().init_continuous_batching(*args, **kwargs)
 
+    @can_return_tuple
     def forward(
         self,
         input_ids: torch.LongTensor | None = None,
@@ -770,13 +770,11 @@ class PldrllmForCausalLM(PldrllmPreTrainedModel, GenerationMixin):
         cache_first_G: bool | None = None,
         output_dag_losses: bool | None = None,
         dag_weights: tuple[float, float, float] | None = None,
-        return_dict: bool | None = None,
         logits_to_keep: int | torch.Tensor = 0,
         cache: Cache | None = None,
         **kwargs,
     ) -> PldrllmCausalLMOutput | tuple:
         cfg = self.config
-        return_dict = return_dict if return_dict is not None else cfg.return_dict
         num_items_in_batch = kwargs.pop("num_items_in_batch", None)
         # labels already shifted by the caller (sequence / context parallelism splits the sequence before shifting)
         shift_labels = kwargs.pop("shift_labels", None)
@@ -842,7 +840,7 @@ class PldrllmForCausalLM(PldrllmPreTrainedModel, GenerationMixin):
             dag_losses=dag_losses,
             **{CACHE_NAME: outputs[CACHE_NAME] if CACHE_NAME in outputs else None},
         )
-        return output if return_dict else output.to_tuple()
+        return output
 
     @staticmethod
     def _label_tokens_per_sequence(labels, shift_labels, sequence_ids) -> torch.Tensor:

@@ -249,22 +249,37 @@ def run(cells: list[Cell], out: Path, jobs: int, threads: int) -> list[dict]:
     )
     tokenizers = {size: str(prepare_tokenizer(size, out)) for size in sorted({c.size for c in todo})}
     jobs_list = [{"cell": asdict(c), "tokenizer_dir": tokenizers[c.size], "threads": threads} for c in todo]
-    start = time.perf_counter()
 
+    def describe(record: dict) -> str:
+        collapse = record["collapse"]["accepted"]
+        verdict = "accepted" if collapse else "refused" if record["finite"] else "n/a (diverged)"
+        return (
+            f"validation loss {_fmt(record['validation_loss'], '.4g')}, G_LM order parameter "
+            f"{_fmt(record['order_parameter']['G_LM']['max_over_layers'])}, collapse {verdict}"
+        )
+
+    return run_jobs(jobs_list, _run_cell_job, out, jobs, describe)
+
+
+def run_jobs(jobs_list: list[dict], run_job, out: Path, jobs: int, describe) -> list[dict]:
+    """Runs `run_job(job)` for each job (a cell's record, or `{"key", "error"}`) in `jobs` spawned processes, writes
+    each record to `OUT/cells/KEY.json` as it arrives (atomically: a grid stopped midway keeps its finished cells),
+    prints a line per cell (`describe(record)`: what it measured) and returns every record under `OUT/cells`. A
+    failed cell is reported and not written, so the next run retries it."""
+    start = time.perf_counter()
     failed = []
 
     def done(index: int, record: dict) -> None:
         if "error" in record:
             failed.append(record["key"])
-            print(f"[{index}/{len(todo)}] {record['key']}: FAILED ({record['error']}); rerun to retry it", flush=True)
+            print(
+                f"[{index}/{len(jobs_list)}] {record['key']}: FAILED ({record['error']}); rerun to retry it",
+                flush=True,
+            )
             return
         _write_atomic(out / "cells" / f"{record['key']}.json", json.dumps(record, indent=1))
-        op = record["order_parameter"]["G_LM"]["max_over_layers"]
         print(
-            f"[{index}/{len(todo)}] {record['key']}: validation loss {_fmt(record['validation_loss'], '.4g')}, G_LM "
-            f"order parameter {_fmt(op)}, collapse "
-            f"{'accepted' if record['collapse']['accepted'] else 'refused' if record['finite'] else 'n/a (diverged)'} "
-            f"({record['wall_seconds']:.0f} s; "
+            f"[{index}/{len(jobs_list)}] {record['key']}: {describe(record)} ({record['wall_seconds']:.0f} s; "
             f"{(time.perf_counter() - start) / 60:.1f} min so far)",
             flush=True,
         )
@@ -274,12 +289,12 @@ def run(cells: list[Cell], out: Path, jobs: int, threads: int) -> list[dict]:
         from concurrent.futures import ProcessPoolExecutor, as_completed
 
         with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
-            futures = [pool.submit(_run_cell_job, job) for job in jobs_list]
+            futures = [pool.submit(run_job, job) for job in jobs_list]
             for index, future in enumerate(as_completed(futures), 1):
                 done(index, future.result())
     else:
         for index, job in enumerate(jobs_list, 1):
-            done(index, _run_cell_job(job))
+            done(index, run_job(job))
     if failed:
         print(f"{len(failed)} cell(s) failed: {', '.join(failed)}", file=sys.stderr, flush=True)
     return load_records(out)

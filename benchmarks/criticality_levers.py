@@ -46,7 +46,7 @@ import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
-from benchmarks.criticality import _fmt, _read_cell_if_present, _write_atomic, load_records, spearman
+from benchmarks.criticality import _fmt, _read_cell_if_present, load_records, run_jobs, spearman
 
 
 # the released model's per-head PLGA (fromthesky/PLDR-LLM-v51-110M-1 config.json) in a model a CPU trains in minutes
@@ -280,34 +280,15 @@ def run(cells: list[LeverCell], out: Path, jobs: int, threads: int) -> list[dict
     )
     tokenizer = str(prepare_tokenizer(out))
     jobs_list = [{"cell": asdict(c), "tokenizer_dir": tokenizer, "threads": threads} for c in todo]
-    start = time.perf_counter()
 
-    def done(index: int, record: dict) -> None:
-        if "error" in record:
-            print(f"[{index}/{len(todo)}] {record['key']}: FAILED ({record['error']}); rerun to retry it", flush=True)
-            return
-        _write_atomic(out / "cells" / f"{record['key']}.json", json.dumps(record, indent=1))
+    def describe(record: dict) -> str:
         stages = record["stages"]["real_text"] or {}
-        print(
-            f"[{index}/{len(todo)}] {record['key']}: validation loss {_fmt(record['validation_loss'], '.4g')}, "
-            f"G_LM relative spread on real text {_fmt(stages.get('relative_G_LM'))}, SOC "
-            f"{_fmt(record['order_parameter_G_LM']['real_text'])} ({record['wall_seconds']:.0f} s; "
-            f"{(time.perf_counter() - start) / 60:.1f} min so far)",
-            flush=True,
+        return (
+            f"validation loss {_fmt(record['validation_loss'], '.4g')}, G_LM relative spread on real text "
+            f"{_fmt(stages.get('relative_G_LM'))}, SOC {_fmt(record['order_parameter_G_LM']['real_text'])}"
         )
 
-    if jobs > 1 and len(jobs_list) > 1:
-        import multiprocessing
-        from concurrent.futures import ProcessPoolExecutor, as_completed
-
-        with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
-            futures = [pool.submit(_run_cell_job, job) for job in jobs_list]
-            for index, future in enumerate(as_completed(futures), 1):
-                done(index, future.result())
-    else:
-        for index, job in enumerate(jobs_list, 1):
-            done(index, _run_cell_job(job))
-    return load_records(out)
+    return run_jobs(jobs_list, _run_cell_job, out, jobs, describe)
 
 
 def _cell(record: dict) -> LeverCell:

@@ -29,9 +29,11 @@ def _held_out_prompts(path, words=250, count=8):
 
 
 def test_the_critical_recipe_trains_the_released_learner_on_long_blocks(tmp_path):
+    # two steps on the first 2,000 documents: the recipe's model and settings, not its result (the slow test's)
     done = _plldr_hf(
-        "train", "pldrllm", "--recipe", "critical", "--max-steps", "2", "--output-dir", "run", cwd=tmp_path
-    )
+        "train", "pldrllm", "--recipe", "critical", "--max-steps", "2", "--max-train-documents", "2000",
+        "--output-dir", "run", cwd=tmp_path,
+    )  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
     config = json.loads((tmp_path / "run" / "config.json").read_text())
     assert (config["head_dim"], config["num_reslayerA"], config["A_dff"], config["num_attention_heads"]) == (

@@ -90,14 +90,15 @@ def _order(report) -> dict:
     }
 
 
-def prepare_tokenizer(size: str, out: Path) -> Path:
-    """The size's tokenizer, trained once on the embedded corpus (seed 0) and shared by every cell of that size."""
+def prepare_tokenizer(size: str, out: Path, name: str | None = None, **overrides) -> Path:
+    """The tokenizer of the recipe `size` (with `overrides` of its run options), trained once on the embedded corpus
+    (seed 0) into `OUT/tokenizers/NAME` (NAME: `size`) and shared by every cell that names it."""
     from plldr_hf.training.options import TrainOptions
     from plldr_hf.training.run_data import prepare_tokenizer_and_data
 
-    folder = out / "tokenizers" / size
+    folder = out / "tokenizers" / (name or size)
     if not (folder / "tokenizer.json").exists():
-        options = TrainOptions.from_name(size, output_dir=str(folder), seed=0).resolved()
+        options = TrainOptions.from_name(size, output_dir=str(folder), seed=0, **overrides).resolved()
         tokenizer = prepare_tokenizer_and_data(options).tokenizer
         staging = folder.with_name(folder.name + ".partial")
         tokenizer.save_pretrained(staging)
@@ -205,13 +206,16 @@ def run_cell(cell: Cell, tokenizer_dir: str, threads: int) -> dict:
 
 
 def _run_cell_job(job: dict) -> dict:
-    """One cell, or `{"key", "error"}` when it failed: one failed cell must not stop the others (it is not written,
-    so the next run tries it again)."""
-    cell = Cell(**job["cell"])
+    return run_cell(Cell(**job["cell"]), job["tokenizer_dir"], job["threads"])
+
+
+def _guarded(run_job, job: dict) -> dict:
+    """`run_job(job)`, or `{"key", "error"}` when it failed: one failed cell must not stop the others (it is not
+    written, so the next run tries it again)."""
     try:
-        return run_cell(cell, job["tokenizer_dir"], job["threads"])
-    except Exception as error:  # reported per cell below
-        return {"key": cell.key, "error": f"{type(error).__name__}: {str(error).splitlines()[0][:300]}"}
+        return run_job(job)
+    except Exception as error:  # reported per cell by `run_jobs`
+        return {"key": job["key"], "error": f"{type(error).__name__}: {str(error).splitlines()[0][:300]}"}
 
 
 def _write_atomic(path: Path, text: str) -> None:
@@ -248,7 +252,9 @@ def run(cells: list[Cell], out: Path, jobs: int, threads: int) -> list[dict]:
         f"{len(cells)} cells, {len(cells) - len(todo)} already done in {out / 'cells'}, {len(todo)} to run", flush=True
     )
     tokenizers = {size: str(prepare_tokenizer(size, out)) for size in sorted({c.size for c in todo})}
-    jobs_list = [{"cell": asdict(c), "tokenizer_dir": tokenizers[c.size], "threads": threads} for c in todo]
+    jobs_list = [
+        {"key": c.key, "cell": asdict(c), "tokenizer_dir": tokenizers[c.size], "threads": threads} for c in todo
+    ]
 
     def describe(record: dict) -> str:
         collapse = record["collapse"]["accepted"]
@@ -262,7 +268,8 @@ def run(cells: list[Cell], out: Path, jobs: int, threads: int) -> list[dict]:
 
 
 def run_jobs(jobs_list: list[dict], run_job, out: Path, jobs: int, describe) -> list[dict]:
-    """Runs `run_job(job)` for each job (a cell's record, or `{"key", "error"}`) in `jobs` spawned processes, writes
+    """Runs `run_job(job)` for each job (`{"key", ...}`, a module-level function: a cell's record) in `jobs` spawned
+    processes (a failure becomes `{"key", "error"}`), writes
     each record to `OUT/cells/KEY.json` as it arrives (atomically: a grid stopped midway keeps its finished cells),
     prints a line per cell (`describe(record)`: what it measured) and returns every record under `OUT/cells`. A
     failed cell is reported and not written, so the next run retries it."""
@@ -289,12 +296,12 @@ def run_jobs(jobs_list: list[dict], run_job, out: Path, jobs: int, describe) -> 
         from concurrent.futures import ProcessPoolExecutor, as_completed
 
         with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
-            futures = [pool.submit(run_job, job) for job in jobs_list]
+            futures = [pool.submit(_guarded, run_job, job) for job in jobs_list]
             for index, future in enumerate(as_completed(futures), 1):
                 done(index, future.result())
     else:
         for index, job in enumerate(jobs_list, 1):
-            done(index, run_job(job))
+            done(index, _guarded(run_job, job))
     if failed:
         print(f"{len(failed)} cell(s) failed: {', '.join(failed)}", file=sys.stderr, flush=True)
     return load_records(out)

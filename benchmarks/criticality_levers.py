@@ -46,7 +46,7 @@ import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
-from benchmarks.criticality import _fmt, _read_cell_if_present, load_records, run_jobs, spearman
+from benchmarks.criticality import _fmt, _read_cell_if_present, load_records, prepare_tokenizer, run_jobs, spearman
 
 
 # the released model's per-head PLGA (fromthesky/PLDR-LLM-v51-110M-1 config.json) in a model a CPU trains in minutes
@@ -249,27 +249,7 @@ def run_cell(cell: LeverCell, tokenizer_dir: str, threads: int) -> dict:
 
 
 def _run_cell_job(job: dict) -> dict:
-    cell = _cell(job)
-    try:
-        return run_cell(cell, job["tokenizer_dir"], job["threads"])
-    except Exception as error:  # one failed cell must not stop the others; it is not written, so a rerun retries it
-        return {"key": cell.key, "error": f"{type(error).__name__}: {str(error).splitlines()[0][:300]}"}
-
-
-def prepare_tokenizer(out: Path) -> Path:
-    """The grid's tokenizer ({VOCAB} pieces, trained once on the whole embedded corpus, seed 0), shared by every cell."""
-    from plldr_hf.training.options import TrainOptions
-    from plldr_hf.training.run_data import prepare_tokenizer_and_data
-
-    folder = out / "tokenizer"
-    if not (folder / "tokenizer.json").exists():
-        options = TrainOptions.from_name(
-            "tiny", output_dir=str(folder), seed=0, vocab_size=VOCAB, max_train_documents=None
-        ).resolved()
-        staging = folder.with_name(folder.name + ".partial")
-        prepare_tokenizer_and_data(options).tokenizer.save_pretrained(staging)
-        staging.rename(folder)
-    return folder
+    return run_cell(_cell(job), job["tokenizer_dir"], job["threads"])
 
 
 def run(cells: list[LeverCell], out: Path, jobs: int, threads: int) -> list[dict]:
@@ -278,8 +258,9 @@ def run(cells: list[LeverCell], out: Path, jobs: int, threads: int) -> list[dict
     print(
         f"{len(cells)} cells, {len(cells) - len(todo)} already done in {out / 'cells'}, {len(todo)} to run", flush=True
     )
-    tokenizer = str(prepare_tokenizer(out))
-    jobs_list = [{"cell": asdict(c), "tokenizer_dir": tokenizer, "threads": threads} for c in todo]
+    # the grid's tokenizer: VOCAB pieces trained on the whole embedded corpus
+    tokenizer = str(prepare_tokenizer("tiny", out, name="levers", vocab_size=VOCAB, max_train_documents=None))
+    jobs_list = [{"key": c.key, "cell": asdict(c), "tokenizer_dir": tokenizer, "threads": threads} for c in todo]
 
     def describe(record: dict) -> str:
         stages = record["stages"]["real_text"] or {}

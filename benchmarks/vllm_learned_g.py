@@ -113,10 +113,10 @@ def trained_models(folder: Path, model_dir: str, calibration: str) -> dict:
     on the calibration texts. Returns {name: (path, HF model)} as `build_models`."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    import plldr_hf  # noqa: F401
+    from plldr_hf.loading import read_texts
 
     learned = AutoModelForCausalLM.from_pretrained(model_dir).eval()
-    texts = [line for line in Path(calibration).read_text(encoding="utf-8").splitlines() if line.strip()]
+    texts = read_texts(calibration)
     collapsed = copy.deepcopy(learned)
     collapsed.collapse(calibration=texts, tokenizer=AutoTokenizer.from_pretrained(model_dir))
     collapsed.save_pretrained(folder / "collapsed")
@@ -268,7 +268,7 @@ def markdown(results: list[dict], meta: dict) -> str:
     lines = [
         "# Serving a learned G: vLLM's per-request G state vs the collapsed model in vLLM and HF generate",
         "",
-        f"Weights: {meta.get('weights', 'random, the released 110M size')}.",
+        f"Weights: {meta['weights']}.",
         "",
         "| requests × prompt tokens × new tokens | " + " | ".join(CONTENDERS) + " | learned vLLM / collapsed vLLM "
         "(FLOP bound; share of the bound) | learned vLLM / learned HF | tokens equal to `generate()` alone: "
@@ -332,9 +332,9 @@ def main(argv=None) -> int:
         (f"{args.long_requests} × {n}", text_prompts(args.long_requests, n, sizes["vocab_size"], tokenizer_dir))
         for n in args.long_prompts
     ]
-    max_len = max(MAX_MODEL_LEN, max(len(p) for _, prompts in workloads for p in prompts) + args.new_tokens)
+    longest = max(len(p) for _, prompts in workloads for p in prompts) + args.new_tokens
+    max_len = max(MAX_MODEL_LEN, longest)
     if args.model:
-        longest = max(len(p) for _, prompts in workloads for p in prompts) + args.new_tokens
         if longest > trained.max_position_embeddings:
             raise SystemExit(
                 f"error: prompts plus new tokens need {longest} positions, --model has "

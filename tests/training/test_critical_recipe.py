@@ -6,6 +6,8 @@ the model on held-out text. The numbers the recipe earned are in `benchmarks/res
 
 import gzip
 import json
+import os
+import shutil
 import subprocess
 import sys
 
@@ -15,10 +17,10 @@ from plldr_hf.training.corpus import embedded_data_path
 
 
 def _plldr_hf(*args, cwd):
-    return subprocess.run(
-        [sys.executable, "-c", "import sys, plldr_hf_cli; sys.exit(plldr_hf_cli.main(sys.argv[1:]))", *args],
-        capture_output=True, text=True, cwd=cwd,
-    )  # fmt: skip
+    """The `plldr-hf` console script, as the docs run it."""
+    script = shutil.which("plldr-hf", path=os.path.dirname(sys.executable)) or shutil.which("plldr-hf")
+    assert script is not None, "the plldr-hf console script is not installed"
+    return subprocess.run([script, *args], capture_output=True, text=True, cwd=cwd)
 
 
 def _held_out_prompts(path, words=250, count=8):

@@ -121,6 +121,10 @@ def _main(argv: list[str] | None) -> int:
     wait_threads_passively_when_busy(getattr(args, "threads", None))
     restore = None if args.verbose else quiet_libraries()
     try:
+        from plldr_hf_cli.output import interrupts_deferred
+
+        with interrupts_deferred():  # every command runs on torch, transformers and the models: loaded whole
+            import plldr_hf  # noqa: F401
         result = args.func(args)
     except KeyboardInterrupt:
         # one line for the run, from its main process (every process of a distributed launch gets the Ctrl-C), the

@@ -23,8 +23,11 @@ import json
 import os
 import re
 import shutil
+import signal
 import socket
 import sys
+import threading
+from contextlib import contextmanager
 from pathlib import Path
 
 from plldr_hf_cli.arguments import fail
@@ -36,6 +39,7 @@ __all__ = [
     "OutputRefused",
     "add_overwrite_flag",
     "check_output",
+    "interrupts_deferred",
     "run_in_folder",
     "write_file",
     "write_staged",
@@ -52,6 +56,25 @@ class OutputFileError(Exception):
     """A file system fault while writing an output (read-only, disk full, file too large); one line, exit 1."""
 
     exit_status = 1
+
+
+@contextmanager
+def interrupts_deferred():
+    """Ctrl-C (SIGINT) during the block is acted on when the block ends, as a `KeyboardInterrupt`. For loading
+    torch and the libraries a command runs on: an import cut halfway was seen to lose the interrupt (the run went
+    on training) or to end the process killed by the signal instead of with its one line. Only the main thread can
+    hold the signal; elsewhere the block runs as it is."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    caught = []
+    previous = signal.signal(signal.SIGINT, lambda *_: caught.append(True))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if caught:
+        raise KeyboardInterrupt
 
 
 def write_file(path, write) -> Path:

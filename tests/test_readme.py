@@ -45,8 +45,8 @@ def test_setup_commands_match_ci():
     ci = (REPO_ROOT / ".ci" / "run").read_text()
     assert "pip install torch==2.13.0" in install and 'pip install -e ".[dev]"' in install
     assert install.strip().endswith("plldr-hf quickstart")
-    assert test.strip() == "python -m pytest -q"
-    for command in ("pip install torch==2.13.0", 'pip install -e ".[dev]"', "python -m pytest -q"):
+    assert test.strip() == "python -m pytest -q -n 2"
+    for command in ("pip install torch==2.13.0", 'pip install -e ".[dev]"', "python -m pytest -q -n 2"):
         assert command in ci, f".ci/run does not run {command!r}"
 
 

@@ -39,15 +39,22 @@ def train(options, *, tokenizer=None, callbacks: Sequence = ()) -> RunReport:
         The run's `RunReport` on the main process; on the other processes of a distributed run, a report without
         scores (only the main process evaluates and writes).
     """
+    return pipeline_of(options)(options.resolved(), tokenizer=tokenizer, callbacks=tuple(callbacks))
+
+
+def pipeline_of(options):
+    """The training pipeline of `options`' family (its module imported): `train_causal_lm` or `train_translation`."""
     from plldr_hf.training.options import TrainOptions, TranslationOptions
 
     if isinstance(options, TrainOptions):
-        from plldr_hf.training.causal_lm import train_causal_lm as pipeline
-    elif isinstance(options, TranslationOptions):
-        from plldr_hf.training.seq2seq import train_translation as pipeline
-    else:
-        raise TypeError(
-            f"train() takes TrainOptions (PLDR-LLM) or TranslationOptions (AGF), got {type(options).__name__}; "
-            "build them from a dict with TrainOptions(**settings) or TrainOptions.from_name('tiny', **settings)"
-        )
-    return pipeline(options.resolved(), tokenizer=tokenizer, callbacks=tuple(callbacks))
+        from plldr_hf.training.causal_lm import train_causal_lm
+
+        return train_causal_lm
+    if isinstance(options, TranslationOptions):
+        from plldr_hf.training.seq2seq import train_translation
+
+        return train_translation
+    raise TypeError(
+        f"train() takes TrainOptions (PLDR-LLM) or TranslationOptions (AGF), got {type(options).__name__}; "
+        "build them from a dict with TrainOptions(**settings) or TrainOptions.from_name('tiny', **settings)"
+    )

@@ -142,6 +142,26 @@ def test_a_live_lock_refuses_a_second_run_and_a_stale_one_is_taken_over(tmp_path
     assert (out / "model.safetensors").exists() and not lock.exists()
 
 
+def test_an_interrupt_while_the_libraries_load_is_acted_on_after_they_loaded():
+    """An import cut halfway by Ctrl-C was seen to lose the interrupt or to end the process killed by SIGINT without
+    its one line; the command loads torch and its pipeline with the signal held, then acts on it."""
+    import signal
+    import time
+
+    from plldr_hf_cli.output import interrupts_deferred
+
+    reached_the_end = False
+    with pytest.raises(KeyboardInterrupt):
+        with interrupts_deferred():
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.05)  # the handler runs here: a plain one would raise now
+            reached_the_end = True
+    assert reached_the_end
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    with interrupts_deferred():  # without a signal the block is silent
+        pass
+
+
 def _default_sigint():
     import signal
 

@@ -14,7 +14,7 @@ import pkgutil
 from functools import partial
 
 from plldr_hf_cli.arguments import fail, refuse_run_paths, show_pipeline_logs
-from plldr_hf_cli.output import run_in_folder
+from plldr_hf_cli.output import interrupts_deferred, run_in_folder
 
 
 def register(subparsers) -> None:
@@ -41,6 +41,10 @@ def run(family, args: argparse.Namespace) -> int:
         return refused
     # the pipeline's own progress lines (data, tokenizer, model size); other libraries keep their verbosity
     show_pipeline_logs()
+    with interrupts_deferred():  # torch and the pipeline's libraries load whole before the run takes its folder
+        from plldr_hf.training.run import pipeline_of
+
+        pipeline_of(options)
     return run_in_folder(
         command,
         options.output_dir,

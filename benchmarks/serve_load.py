@@ -109,7 +109,8 @@ def run_load(
     script = shutil.which("plldr-hf", path=os.path.dirname(sys.executable)) or shutil.which("plldr-hf")
     argv = [script, "serve", model, "--host", "127.0.0.1", "--port", str(port), "--device", "cpu"]
     if continuous_batching:
-        argv.append("--continuous-batching")
+        # a paged cache of the workload's size: transformers sizes it from the machine's free memory otherwise
+        argv += ["--continuous-batching", "--cb-num-blocks", "32", "--cb-max-batch-tokens", "512"]
     server = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     bad = bad_requests(model, positions)
     good = [(p, t) for p, t in expected.items()]

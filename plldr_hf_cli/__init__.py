@@ -79,6 +79,13 @@ def parse_args(parser: argparse.ArgumentParser, argv: list[str] | None) -> argpa
     """The parsed command line: a usage mistake exits with status 2 and one line. A train command also takes the
     fields of its transformers arguments class under their own names (`--save_only_model`, `--push_to_hub`), as
     `trainer_args`."""
+    given = sys.argv[1:] if argv is None else argv
+    removed = next((item for item in given if item.split("=")[0] in ("--trainer-arg", "--trainer_arg")), None)
+    if removed is not None:
+        parser.error(
+            f"{removed.split('=')[0]}: this flag was removed; give each TrainingArguments field as a flag of its own name, "
+            "e.g. --save_only_model true --data_seed 7"
+        )
     args, extra = parser.parse_known_args(argv)
     options_class = getattr(args, "options_class", None)
     if extra and options_class is not None and any(item.startswith("-") for item in extra):
@@ -88,7 +95,7 @@ def parse_args(parser: argparse.ArgumentParser, argv: list[str] | None) -> argpa
             fields, extra = trainer_field_flags(options_class, extra)
         except UsageError as error:
             parser.error(f"{args.command} {args.family}: {error}")
-        args.trainer_args = [*getattr(args, "trainer_args", []), *fields]
+        args.trainer_args = dict(fields)
     if extra:
         # a command whose trailing positionals may come after its options (`translate DIR --num-beams 4 "text"`)
         # names them in `extra_positionals`; argparse would otherwise call the text an unrecognized argument
@@ -186,8 +193,8 @@ def _resume_hint(args) -> str:
 
 
 def option_names(parser: argparse.ArgumentParser) -> dict[str, str]:
-    """The flag a user types for each argument destination, over every subcommand (`trainer_args` is
-    `--trainer-arg`, `model_overrides` is `--set`)."""
+    """The flag a user types for each argument destination, over every subcommand (`model_overrides` is
+    `--set`)."""
     names = {}
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):

@@ -165,11 +165,11 @@ class Probe:
         """Every field of both run-options dataclasses, through the Python API: a value of the wrong type for the
         field's annotation, a boolean where a number is meant, NaN and -1 for numbers, 0 where the field needs at
         least 1, and a value outside its choices."""
-        from plldr_hf.training.options import TrainOptions, TranslationOptions, choices_of
+        from plldr_hf.training.options import TrainOptions, TranslationOptions, choices_of, flag_of
 
         for options in (TrainOptions, TranslationOptions):
             for spec in dataclasses.fields(options):
-                flag = spec.metadata.get("flag", "--" + spec.name.replace("_", "-"))
+                flag = flag_of(spec)  # the field's own name where it is no flag
                 kind = str(spec.type).replace(" ", "").removesuffix("|None")
                 values = [object()] if kind not in ("str", "str|bool") else [3]
                 if kind in ("int", "float"):
@@ -295,14 +295,8 @@ class Probe:
                 values.append("0")  # the flags that need at least 1 say so through the full command line too
             for value in values:
                 self.cli(f"{' '.join(path)} {flag} {value}", [*path, flag, value], flag)
-        for path, key in (("train agf", "--trainer-arg"), ("train agf", "--set")):
-            argv = [
-                *path.split(),
-                "--tiny",
-                key,
-                "learning_rate=NaN" if key == "--trainer-arg" else "dropout=Infinity",
-            ]
-            self.cli(f"{path} {key} non-finite", [*argv, "--output-dir", self.work / "nf"], key)
+        argv = ["train", "agf", "--tiny", "--set", "dropout=Infinity", "--output-dir", self.work / "nf"]
+        self.cli("train agf --set non-finite", argv, "--set")
 
     def cli_trainer_fields(self) -> None:
         """The class: every numeric field of transformers' TrainingArguments / Seq2SeqTrainingArguments, typed as a

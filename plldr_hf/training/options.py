@@ -110,14 +110,9 @@ def _opt(default=None, help: str = "", **meta):
 
 
 def _trainer_args_opt(arguments: str, **meta):
-    """The `trainer_args` field: fields of transformers' `arguments` class that no option covers."""
-    help_text = (
-        f"any other {arguments} field (on the command line also as --FIELD_NAME VALUE), e.g. "
-        "--trainer-arg save_only_model=true (repeatable)"
-    )
-    return _opt(
-        {}, help_text, flag="--trainer-arg", action="append", parse="parse_key_value", metavar="KEY=VALUE", **meta
-    )
+    """The `trainer_args` field: fields of transformers' `arguments` class that no option covers. The command line
+    takes each as a flag of its own name (`--save_only_model`), parsed by transformers' `HfArgumentParser`."""
+    return _opt({}, f"any other {arguments} field, by name", cli=False, **meta)
 
 
 @functools.cache
@@ -131,8 +126,10 @@ def trainer_field_names(arguments: str) -> frozenset[str]:
 
 
 def flag_of(spec) -> str:
-    """The command-line flag of an options field (its `flag` metadata, else `--field-name`): the name every check's
-    message uses, from the command line and the Python API alike."""
+    """The command-line flag of an options field (its `flag` metadata, else `--field-name`; the field's own name
+    where it is no flag): the name every check's message uses, from the command line and the Python API alike."""
+    if spec.metadata.get("cli", True) is False:
+        return spec.name
     return spec.metadata.get("flag", "--" + spec.name.replace("_", "-"))
 
 
@@ -212,6 +209,8 @@ def check_field(spec, value):
             raise ValueError(f"{flag}: must be three non-negative numbers a,p,g, got {value!r}")
         value = parse_dag_weights(",".join(map(str, value)))
     elif kind == "dict":
+        if not isinstance(value, dict):
+            raise ValueError(f"{flag}: must be a mapping of FIELD to value, got {value!r}")
         for key, item in value.items():
             if isinstance(item, float) and not math.isfinite(item):
                 raise ValueError(f"{flag} {key}={item}: numbers must be finite (not NaN or infinite)")
@@ -268,13 +267,13 @@ class _Preset:
         for key in self.trainer_args:
             option = self.TRAINER_FIELDS.get(key, key)
             if option in specs:
-                raise ValueError(f"--trainer-arg {key}: it is an option of its own; use {flag_of(specs[option])}")
+                raise ValueError(f"trainer_args {key}: it is an option of its own; use {flag_of(specs[option])}")
         unknown = (
             sorted(set(self.trainer_args) - trainer_field_names(self.TRAINER_ARGUMENTS)) if self.trainer_args else []
         )
         if unknown:
             raise ValueError(
-                f"--trainer-arg {unknown[0]}: {self.TRAINER_ARGUMENTS} has no such field; see its documentation"
+                f"trainer_args {unknown[0]}: {self.TRAINER_ARGUMENTS} has no such field; see its documentation"
             )
 
     @classmethod

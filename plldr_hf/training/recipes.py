@@ -344,7 +344,7 @@ def translation_arguments_of(options: TranslationOptions, **overrides) -> Seq2Se
     try:
         return Seq2SeqTrainingArguments(output_dir=str(options.output_dir), **fields)
     except TypeError as error:
-        # an unknown --trainer-arg name: one line naming it, like every other bad option
+        # an unknown trainer_args name: one line naming it, like every other bad option
         raise ValueError(f"invalid training arguments: {error}") from None
 
 

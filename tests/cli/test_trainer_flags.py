@@ -93,7 +93,7 @@ def test_trainer_fields_reach_the_training_arguments(tmp_path):
         build_parser(),
         ["train", "pldrllm", "--tiny", "--output-dir", str(tmp_path), "--save_only_model", "--lr_scheduler_type",
          "linear", "--adam-beta2", "0.99", "--learning_rate", "0.002", "--per_device_train_batch_size", "4",
-         "--trainer-arg", "data_seed=7"],
+         "--data_seed", "7"],
     )  # fmt: skip
     options = pldrllm_command.options_from(args).resolved()
     training_args, _ = causal_lm_recipe(options)
@@ -123,17 +123,33 @@ def test_a_bad_trainer_field_is_one_line(capsys, argv, message):
     assert status == 2 and message in err and len(err.strip().splitlines()) == 1, err
 
 
+@pytest.mark.parametrize("spelling", ["--trainer-arg", "--trainer_arg", "--trainer-arg=save_only_model=true"])
+def test_the_removed_trainer_arg_flag_names_its_replacement(capsys, spelling):
+    """`--trainer-arg KEY=VALUE` is gone (every field is a flag of its own name): one line saying which spelling to
+    use instead, before anything runs."""
+    from plldr_hf.cli import main
+
+    argv = ["train", "agf", "--tiny", spelling, *([] if "=" in spelling else ["save_only_model=true"])]
+    with pytest.raises(SystemExit) as exited:
+        main(argv)
+    err = capsys.readouterr().err.strip()
+    assert exited.value.code == 2 and len(err.splitlines()) == 1, err
+    assert "this flag was removed" in err and "--save_only_model true" in err, err
+
+
 def test_python_api_refuses_trainer_args_an_option_covers():
     """The Python API and the command line refuse the same: a trainer field that an option sets is given through
     the option; a name that is no field is named."""
     from plldr_hf.training import TrainOptions, TranslationOptions
 
     with pytest.raises(
-        ValueError, match="--trainer-arg learning_rate: it is an option of its own; use --learning-rate"
+        ValueError, match="trainer_args learning_rate: it is an option of its own; use --learning-rate"
     ):
         TrainOptions(trainer_args={"learning_rate": 1e-3})
     with pytest.raises(ValueError, match="per_device_train_batch_size: .* use --batch-size"):
         TranslationOptions(trainer_args={"per_device_train_batch_size": 8})
-    with pytest.raises(ValueError, match="--trainer-arg no_such: TrainingArguments has no such field"):
+    with pytest.raises(ValueError, match="trainer_args no_such: TrainingArguments has no such field"):
         TrainOptions(trainer_args={"no_such": 1})
+    with pytest.raises(ValueError, match="trainer_args: must be a mapping of FIELD to value"):
+        TrainOptions(trainer_args=["save_only_model=true"])
     assert TrainOptions(trainer_args={"save_only_model": True}).trainer_args == {"save_only_model": True}

@@ -74,13 +74,16 @@ def test_one_train_serves_the_pldrllm_family_and_reports_in_its_fields(tmp_path)
 
 
 def test_train_dispatches_on_the_options_class():
-    # one dispatch, written out in `train`: the options' class picks the pipeline, and the families name none
-    import inspect
+    # one dispatch, written out in `run.pipeline_of` (which `train` and the command line call): the options' class
+    # picks the pipeline, and the families name none
+    from plldr_hf.training.causal_lm import train_causal_lm
+    from plldr_hf.training.run import pipeline_of
+    from plldr_hf.training.seq2seq import train_translation
 
-    from plldr_hf.training import run
-
-    source = inspect.getsource(run.train)
-    assert "train_causal_lm" in source and "train_translation" in source
+    assert pipeline_of(TrainOptions()) is train_causal_lm
+    assert pipeline_of(TranslationOptions()) is train_translation
+    with pytest.raises(TypeError, match=r"train\(\) takes TrainOptions"):
+        pipeline_of({"max_steps": 3})
     assert {TrainOptions.FAMILY, TranslationOptions.FAMILY} == set(FAMILIES)
 
 

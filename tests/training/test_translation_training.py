@@ -126,7 +126,7 @@ def test_training_arguments_guards(tmp_path):
     with pytest.raises(FileNotFoundError, match="no checkpoint"):
         train(TranslationOptions(output_dir=str(tmp_path / "empty"), resume=True))
     # named when the options are made, before any data is read
-    with pytest.raises(ValueError, match="--trainer-arg no_such_argument: Seq2SeqTrainingArguments has no such field"):
+    with pytest.raises(ValueError, match="trainer_args no_such_argument: Seq2SeqTrainingArguments has no such field"):
         TranslationOptions(output_dir=str(tmp_path), trainer_args={"no_such_argument": 1})
     # a value transformers refuses is one line too
     with pytest.raises(ValueError, match="no_such_optimizer is not a valid OptimizerNames"):

@@ -26,7 +26,13 @@ def register(subparsers) -> None:
     families = parser.add_subparsers(dest="family", metavar="FAMILY", required=True)
     for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
         family = importlib.import_module(f"{__name__}.{info.name}")
-        family.register(families).set_defaults(func=partial(run, family), options_class=family.options_class())
+        options_class = family.options_class()
+        sub = family.register(families)
+        sub.set_defaults(func=partial(run, family), options_class=options_class)
+        sub.epilog = (
+            f"Every field of transformers' {options_class.TRAINER_ARGUMENTS} is also a flag of its own name "
+            "(--save_only_model, --push_to_hub, --lr_scheduler_type linear), read by transformers' HfArgumentParser."
+        )
 
 
 def run(family, args: argparse.Namespace) -> int:

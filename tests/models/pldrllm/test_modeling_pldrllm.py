@@ -580,12 +580,21 @@ def test_continuous_batching_of_a_collapsed_model_gives_the_tokens_of_generate(a
         with pytest.raises(NotImplementedError, match=CB_REFUSAL):
             model.generate(torch.tensor([prompts[0]]), cache_implementation="paged", **settings)
         return
-    results = model.generate_batch(prompts, generation_config=GenerationConfig(**settings))
+    # a small paged cache: transformers sizes it from the machine's free memory otherwise (13 GB for this tiny model,
+    # which two test workers side by side cannot both hold)
+    from transformers import ContinuousBatchingConfig
+
+    cache = ContinuousBatchingConfig(num_blocks=16, max_batch_tokens=256)
+    results = model.generate_batch(
+        prompts, generation_config=GenerationConfig(**settings), continuous_batching_config=cache
+    )
     got = [results[f"req_{i}"].generated_tokens for i in range(len(prompts))]
     assert got == expected
     assert model.config._attn_implementation == attn  # restored after the batch
     # transformers returns the paged path's sequences with an extra leading dimension
-    paged = model.generate(torch.tensor([prompts[0]]), cache_implementation="paged", **settings)
+    paged = model.generate(
+        torch.tensor([prompts[0]]), cache_implementation="paged", continuous_batching_config=cache, **settings
+    )
     assert paged.reshape(-1)[len(prompts[0]) :].tolist() == expected[0]
 
 

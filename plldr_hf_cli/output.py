@@ -63,8 +63,10 @@ def interrupts_deferred():
     """Ctrl-C (SIGINT) during the block is acted on when the block ends, as a `KeyboardInterrupt`. For loading
     torch and the libraries a command runs on: an import cut halfway was seen to lose the interrupt (the run went
     on training) or to end the process killed by the signal instead of with its one line. Only the main thread can
-    hold the signal; elsewhere the block runs as it is."""
-    if threading.current_thread() is not threading.main_thread():
+    hold the signal, and only Python's own handler is replaced (an ignored SIGINT, as in a background job, stays
+    ignored; a handler of the caller's stays in place); otherwise the block runs as it is."""
+    main_thread = threading.current_thread() is threading.main_thread()
+    if not main_thread or signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
         yield
         return
     caught = []

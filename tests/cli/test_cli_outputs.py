@@ -160,6 +160,15 @@ def test_an_interrupt_while_the_libraries_load_is_acted_on_after_they_loaded():
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
     with interrupts_deferred():  # without a signal the block is silent
         pass
+    # an ignored SIGINT (a background job) stays ignored
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        with interrupts_deferred():
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.05)
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def _default_sigint():

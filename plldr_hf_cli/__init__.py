@@ -79,12 +79,12 @@ def parse_args(parser: argparse.ArgumentParser, argv: list[str] | None) -> argpa
     """The parsed command line: a usage mistake exits with status 2 and one line. A train command also takes the
     fields of its transformers arguments class under their own names (`--save_only_model`, `--push_to_hub`), as
     `trainer_args`."""
-    given = sys.argv[1:] if argv is None else argv
-    removed = next((item for item in given if item.split("=")[0] in ("--trainer-arg", "--trainer_arg")), None)
+    given = [item.split("=")[0] for item in (sys.argv[1:] if argv is None else argv)]
+    removed = next((flag for flag in given if flag in ("--trainer-arg", "--trainer_arg")), None)
     if removed is not None:
         parser.error(
-            f"{removed.split('=')[0]}: this flag was removed; give each TrainingArguments field as a flag of its own name, "
-            "e.g. --save_only_model true --data_seed 7"
+            f"{removed}: this flag was removed; give each TrainingArguments field as a flag of its own name, e.g. "
+            "--save_only_model true --data_seed 7"
         )
     args, extra = parser.parse_known_args(argv)
     options_class = getattr(args, "options_class", None)

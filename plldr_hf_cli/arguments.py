@@ -103,7 +103,8 @@ def _flag_name(dest: str) -> str:
 
 def non_finite_values(args: argparse.Namespace, flags: dict | None = None) -> list[str]:
     """`FLAG=VALUE` for every NaN or infinite number among the parsed values, lists and `KEY=VALUE` dicts
-    (`--set`, the TrainingArguments fields a train command takes by name) included: every numeric flag of every command, those written later too."""
+    (`--set`, the TrainingArguments fields a train command takes by name) included: every numeric flag of every
+    command, those written later too."""
 
     def bad(value) -> bool:
         return isinstance(value, float) and not math.isfinite(value)

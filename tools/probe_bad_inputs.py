@@ -297,6 +297,10 @@ class Probe:
                 self.cli(f"{' '.join(path)} {flag} {value}", [*path, flag, value], flag)
         argv = ["train", "agf", "--tiny", "--set", "dropout=Infinity", "--output-dir", self.work / "nf"]
         self.cli("train agf --set non-finite", argv, "--set")
+        # the removed `--trainer-arg` names its replacement
+        for path in (["train", "agf"], ["train", "pldrllm"]):
+            argv = [*path, "--tiny", "--trainer-arg", "save_only_model=true", "--output-dir", self.work / "removed"]
+            self.cli(f"{' '.join(path)} --trainer-arg (removed)", argv, "--trainer-arg")
 
     def cli_trainer_fields(self) -> None:
         """The class: every numeric field of transformers' TrainingArguments / Seq2SeqTrainingArguments, typed as a

@@ -42,17 +42,9 @@ def test_transformers_serve_with_continuous_batching_answers_like_generate(tmp_p
     # the console script itself, as the README runs it (its imports differ from `python -m plldr_hf`)
     script = shutil.which("plldr-hf", path=os.path.dirname(sys.executable)) or shutil.which("plldr-hf")
     assert script is not None, "the plldr-hf console script is not installed"
+    argv = [script, "serve", str(folder), "--continuous-batching"]
     # a small paged cache (transformers sizes it from the machine's free memory otherwise)
-    argv = [
-        script,
-        "serve",
-        str(folder),
-        "--continuous-batching",
-        "--cb-num-blocks",
-        "16",
-        "--cb-max-batch-tokens",
-        "256",
-    ]
+    argv += ["--cb-num-blocks", "16", "--cb-max-batch-tokens", "256"]
     argv += ["--host", "127.0.0.1", "--port", str(port), "--device", "cpu"]
     payload = {"model": str(folder), "prompt": expected[0], "max_tokens": 6, "temperature": 0}
     chat = {"model": str(folder), "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}

@@ -178,6 +178,7 @@ def load_model(
     unless `allow_mismatched_weights` (then transformers initialises the missing ones at random); integer-coded or
     non-finite weights raise `DamagedWeightsError` (`check_weight_values`)."""
     import transformers
+    from huggingface_hub.errors import StrictDataclassError
 
     from plldr_hf.models import FAMILIES
 
@@ -195,7 +196,7 @@ def load_model(
         # tensors of another shape are reported below with their names (transformers would raise a RuntimeError
         # about `ignore_mismatched_sizes` instead)
         model, info = auto.from_pretrained(folder, dtype=dtype, output_loading_info=True, ignore_mismatched_sizes=True)
-    except (OSError, ValueError, TypeError) as error:
+    except (OSError, ValueError, TypeError, StrictDataclassError) as error:
         # a config value the family's checks refuse (named in the message), or a file transformers cannot read
         raise ModelFolderError(f"{folder}: {' '.join(str(error).split())}") from error
     problems = []

@@ -144,7 +144,11 @@ def _main(argv: list[str] | None) -> int:
     except Exception as error:
         # user-facing errors carry their exit status (`plldr_hf_cli.arguments.UsageError`, the loaders'
         # `ModelFolderError` and `WeightsMismatchError`): one line; anything else is a defect and keeps its traceback
+        from huggingface_hub.errors import StrictDataclassError
+
         status = getattr(error, "exit_status", None)
+        if status is None and isinstance(error, StrictDataclassError):
+            status = 2  # a config value a model's `@strict` config refuses, named in the message
         if status is None:
             from plldr_hf_cli.output import file_system_fault
 

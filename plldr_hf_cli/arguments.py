@@ -53,17 +53,6 @@ def positive_float(text: str) -> float:
     return value
 
 
-def finite_float(text: str) -> float:
-    """Any finite number; NaN and infinities are refused."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a number, got {text!r}") from None
-    if not math.isfinite(value):
-        raise argparse.ArgumentTypeError(f"must be a finite number, got {text}")
-    return value
-
-
 def bounded_int(low: int, high: int):
     """An integer type for argparse within [low, high] (sizes that allocate: a bound keeps a typo from asking for
     terabytes)."""
@@ -86,14 +75,6 @@ def non_negative_float(text: str) -> float:
         raise argparse.ArgumentTypeError(f"must be a non-negative number, got {text!r}") from None
     if not (value >= 0 and math.isfinite(value)):
         raise argparse.ArgumentTypeError(f"must be a finite non-negative number, got {text}")
-    return value
-
-
-def unit_interval_float(text: str) -> float:
-    """A finite number in [0, 1) (a smoothing or dropout probability)."""
-    value = non_negative_float(text)
-    if value >= 1:
-        raise argparse.ArgumentTypeError(f"must be in [0, 1), got {text}")
     return value
 
 

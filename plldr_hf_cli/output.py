@@ -207,10 +207,12 @@ def _failed(command: str, error: Exception, path) -> int:
 
 
 def _is_user_error(error: BaseException) -> bool:
-    # bad values, missing or unreadable files, the datasets library's load errors (a malformed --dataset file):
-    # one line for the user; anything else is a defect and keeps its traceback
+    # bad values (a model config's `@strict` checks included), missing or unreadable files, the datasets library's
+    # load errors (a malformed --dataset file): one line for the user; anything else is a defect and keeps its traceback
+    from huggingface_hub.errors import StrictDataclassError
+
     return (
-        isinstance(error, (ValueError, OSError, OutputRefused))
+        isinstance(error, (ValueError, OSError, OutputRefused, StrictDataclassError))
         or type(error).__module__.startswith("datasets")
         or file_system_fault(error) is not None
     )

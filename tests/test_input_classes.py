@@ -15,7 +15,14 @@ from plldr_hf import AgfConfig, AgfForConditionalGeneration, PldrllmConfig, Pldr
 from plldr_hf.cli import main
 from plldr_hf.loading import DamagedWeightsError, load_model
 from plldr_hf.models.pldrllm.diagnostics import diagnose
-from tests.utils import tiny_agf_config, tiny_config, tiny_model, tiny_pldrllm_tokenizer
+from tests.utils import (
+    CONFIG_ERRORS,
+    StrictDataclassError,
+    tiny_agf_config,
+    tiny_config,
+    tiny_model,
+    tiny_pldrllm_tokenizer,
+)
 
 
 # ---------------------------------------------------------------- sizes: estimated before building
@@ -74,36 +81,40 @@ def test_a_model_that_cannot_fit_is_refused_with_its_estimate_before_building(bu
     ],
 )
 def test_config_values_of_the_wrong_type_are_named(make, field):
-    with pytest.raises(ValueError, match=field):
+    with pytest.raises(CONFIG_ERRORS, match=field):
         make()
 
 
 def test_config_values_given_after_construction_are_checked_before_building_or_saving(tmp_path):
-    """`from_pretrained(..., field=value)`, `update()` and assignment set a field without `__init__`'s checks; the
-    model checks the fields again before building a layer, and `save_pretrained` before writing."""
+    """`from_pretrained(..., field=value)`, `update()` and assignment are checked as the field is set (`@strict`);
+    the checks between fields, which one assignment cannot pass, run again before a layer is built and before
+    `save_pretrained` writes."""
     from transformers import AutoModelForCausalLM, AutoModelForSeq2SeqLM
 
     PldrllmForCausalLM(tiny_config()).save_pretrained(tmp_path / "pldr")
     AgfForConditionalGeneration(tiny_agf_config()).save_pretrained(tmp_path / "agf")
-    with pytest.raises(ValueError, match=r"`num_hidden_layers` must be a positive integer, got 'x'"):
+    with pytest.raises(StrictDataclassError, match=r"(?s)'num_hidden_layers' expected int, got str"):
         AutoModelForCausalLM.from_pretrained(tmp_path / "pldr", num_hidden_layers="x")
-    with pytest.raises(ValueError, match=r"`rope_theta` must be a finite number"):
+    with pytest.raises(StrictDataclassError, match=r"(?s)'rope_theta'.*got nan"):
         AutoModelForCausalLM.from_pretrained(tmp_path / "pldr", rope_theta=math.nan)
-    with pytest.raises(ValueError, match=r"`dropout` must be < 1.0"):
+    with pytest.raises(StrictDataclassError, match=r"(?s)'dropout'.*smaller than 1.0, got 2.0"):
         AutoModelForSeq2SeqLM.from_pretrained(tmp_path / "agf", dropout=2.0)
     config = tiny_agf_config()
-    config.update({"d_model": -4})
-    with pytest.raises(ValueError, match=r"`d_model` must be a positive integer"):
-        AgfForConditionalGeneration(config)
+    with pytest.raises(StrictDataclassError, match=r"(?s)'d_model'.*got -4"):
+        config.update({"d_model": -4})
     config = tiny_config()
-    config.hidden_size = "x"
-    with pytest.raises(ValueError, match=r"`hidden_size` must be a positive integer"):
+    with pytest.raises(StrictDataclassError, match=r"(?s)'hidden_size' expected int"):
+        config.hidden_size = "x"
+    config.hidden_size = 48  # a valid width, but no longer heads x head_dim
+    with pytest.raises(StrictDataclassError, match=r"`hidden_size` \(48\) must equal `num_attention_heads`"):
         PldrllmForCausalLM(config)
-    config = tiny_config()
-    config.rope_theta = math.nan
-    with pytest.raises(ValueError, match=r"`rope_theta` must be a finite number"):
+    with pytest.raises(StrictDataclassError, match=r"`hidden_size` \(48\) must equal"):
         config.save_pretrained(tmp_path / "saved")
     assert not (tmp_path / "saved" / "config.json").exists()
+    config = tiny_agf_config()
+    config.pcmv, config.position_encoding = True, "rope"
+    with pytest.raises(StrictDataclassError, match=r"`pcmv=True` .* needs `position_encoding='agf'`"):
+        AgfForConditionalGeneration(config)
 
 
 def test_generation_may_stop_at_a_list_of_pldrllm_eos_ids():

@@ -8,8 +8,14 @@ each other or from `conftest.py`.
 from pathlib import Path
 
 import torch
+from huggingface_hub.errors import StrictDataclassError
 
 from plldr_hf import AgfConfig, AgfForConditionalGeneration, PldrllmConfig, PldrllmForCausalLM
+
+
+# what a refused config value raises: transformers' `@strict` validation (field types and ranges, the checks between
+# fields), or a ValueError for what is checked before it (the dtype name, the RoPE type)
+CONFIG_ERRORS = (StrictDataclassError, ValueError)
 
 
 REPO_ROOT = Path(__file__).resolve().parents[1]

@@ -69,12 +69,13 @@ def _check_checkpoint_model(folder: Path, model_type: str, names: set[str]) -> N
     config describes (listed from a model built on the meta device: no memory, no initialisation)."""
     import torch
     import transformers
+    from huggingface_hub.errors import StrictDataclassError
 
     from plldr_hf.models import FAMILIES
 
     try:
         config = transformers.AutoConfig.from_pretrained(folder)
-    except (OSError, ValueError) as err:
+    except (OSError, ValueError, StrictDataclassError) as err:
         raise ValueError(f"checkpoint {folder}: its config.json cannot be read ({err})") from err
     if config.model_type != model_type:
         raise ValueError(

@@ -104,3 +104,46 @@ def test_non_finite_scores_exit_non_zero_and_say_so(tmp_path, capsys):
         and "validation cross_entropy=nan" in err[-1]
     )
     assert main(["evaluate", str(intact), "--max-blocks", "2", "--block-size", "16"]) == 0
+
+
+@pytest.mark.parametrize(
+    "family, field, value, command",
+    [
+        ("pldrllm", "num_hidden_layers", "two", ["evaluate", "{dir}", "--block-size", "16"]),
+        ("pldrllm", "hidden_size", 48, ["diagnose", "{dir}", "--output-dir", "{tmp}/diag"]),
+        ("agf", "dropout", 1.5, ["translate", "{dir}", "the cat sat"]),
+        ("agf", "pcmv", "yes", ["evaluate", "{dir}", "--max-samples", "4"]),
+    ],
+    ids=lambda v: v if isinstance(v, str) and not v.startswith("{") else None,
+)
+def test_a_config_value_the_strict_config_refuses_is_one_line_naming_it(
+    tmp_path, capsys, family, field, value, command
+):
+    """A saved config.json edited into a value the `@strict` config refuses (a field's type or range, or the check
+    between fields): every command names the field in one line, exit status 2, before any work."""
+    import json
+
+    folder = tmp_path / "model"
+    if family == "pldrllm":
+        tokenizer = tiny_tokenizer()
+        tiny_model(vocab_size=len(tokenizer)).save_pretrained(folder)
+    else:
+        tokenizer = tiny_translation_tokenizer()
+        tiny_agf_for_tokenizer(len(tokenizer)).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    config = json.loads((folder / "config.json").read_text())
+    config[field] = value
+    (folder / "config.json").write_text(json.dumps(config))
+    capsys.readouterr()
+    assert main([part.format(dir=folder, tmp=tmp_path) for part in command]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and field in err and "Traceback" not in err, err
+    assert not (tmp_path / "diag").exists()
+
+
+def test_a_model_override_the_strict_config_refuses_is_one_line(tmp_path, capsys):
+    argv = ["train", "agf", "--tiny", "--set", "dropout=1.5", "--output-dir", str(tmp_path / "run")]
+    assert main([*argv, "--report_to", "none"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err and "dropout" in err[-1] and "1.5" in err[-1] and err[-1].startswith("plldr-hf train agf: error:"), err
+    assert not (tmp_path / "run").exists()

@@ -9,22 +9,30 @@ Maths: arXiv 2603.04805 (AGF, PCM-V) and the baselines' papers named at each opt
 import math
 import os
 import warnings
+from typing import Literal
 
 from transformers import PreTrainedConfig
-from transformers.activations import ACT2FN
+
+# huggingface_hub's `@strict`, as transformers' own configs use it, taken from transformers' module so that this
+# remote-code file names no other package
+from transformers.configuration_utils import strict
+from transformers.utils.type_validators import activation_fn_key, interval
 
 from .position_encodings import POSITION_ENCODINGS
 
 
-AGF_INITS = ("spread", "flat")
 # every Auto class a saved folder serves with `trust_remote_code=True` (transformers writes only the saved class's)
 AUTO_MAP = {
     "AutoConfig": "configuration_agf.AgfConfig",
     "AutoModel": "modeling_agf.AgfModel",
     "AutoModelForSeq2SeqLM": "modeling_agf.AgfForConditionalGeneration",
 }
-AGF_CROSS_ATTENTION = ("none", "relative", "normalized")
-PCMV_COEFFICIENTS = ("shared", "separate")
+
+# field validators (transformers' `interval`; a NaN fails every comparison, and the open upper end refuses infinity)
+POSITIVE = interval(min=1)
+NON_NEGATIVE = interval(min=0.0, max=math.inf, exclude_max=True)
+ABOVE_ZERO = interval(min=0.0, max=math.inf, exclude_min=True, exclude_max=True)
+PROBABILITY = interval(min=0.0, max=1.0, exclude_max=True)
 
 
 def check_field(owner: str, name: str, value, kind: str, low=None, high=None, open_low=False, open_high=False):
@@ -143,13 +151,12 @@ def _physical_memory() -> int | None:
 
 
 def check_buildable(config) -> None:
-    """Refuse, before building a single layer, a config whose fields are no longer valid (a value given to
-    `from_pretrained(..., field=value)`, `update()` or assigned after construction skips `__init__`'s checks), or
-    whose model cannot fit in this machine's memory (its parameters at the config's dtype plus the Python objects of
+    """Refuse, before building a single layer, a config whose fields no longer fit together (a field is checked when
+    it is set, by `@strict`; the checks between fields run again here, as `save_pretrained` runs them), or whose model cannot fit in this machine's memory (its parameters at the config's dtype plus the Python objects of
     its modules) or has more than `MAX_MODULES` modules; the message gives the estimate. Without it a huge
     `vocab_size` or layer count ends in an allocator error, a traceback about `ignore_mismatched_sizes`, or a build
     that never ends."""
-    config._check_values()
+    config.validate()
     parameters, modules = config.estimated_size()
     owner = type(config).__name__
     dtype = str(getattr(config, "dtype", None) or "float32").removeprefix("torch.")
@@ -166,6 +173,7 @@ def check_buildable(config) -> None:
         )
 
 
+@strict
 class AgfConfig(PreTrainedConfig):
     r"""
     Configuration of an encoder–decoder translation Transformer whose attention takes its position information from
@@ -306,145 +314,80 @@ class AgfConfig(PreTrainedConfig):
     # Trainer puts every non-None output except these into EvalPrediction.predictions; keep them logits only
     keys_to_ignore_at_inference = ["past_key_values", "cache", "encoder_last_hidden_state"]
 
-    def __init__(
-        self,
-        vocab_size: int = 32000,
-        d_model: int = 512,
-        encoder_layers: int = 3,
-        decoder_layers: int = 3,
-        encoder_attention_heads: int = 8,
-        decoder_attention_heads: int = 8,
-        encoder_ffn_dim: int = 2048,
-        decoder_ffn_dim: int = 2048,
-        activation_function: str = "relu",
-        dropout: float = 0.1,
-        attention_dropout: float = 0.0,
-        activation_dropout: float = 0.0,
-        init_std: float = 0.02,
-        scale_embedding: bool = True,
-        max_position_embeddings: int = 1024,
-        label_smoothing: float = 0.0,
-        position_encoding: str = "agf",
-        rope_theta: float = DEFAULT_ROPE_THETA,
-        relative_attention_num_buckets: int = 32,
-        relative_attention_max_distance: int = 128,
-        agf_power_law: bool = True,
-        agf_directional: bool = True,
-        agf_learn_base: bool = False,
-        agf_min_radius: float = 0.05,
-        agf_positive_exponent: bool = False,
-        agf_init: str = "spread",
-        agf_amplitude_max_distance: int = 0,
-        agf_feature_weights: bool = False,
-        agf_share_across_layers: bool = False,
-        agf_cross_attention: str = "none",
-        pcmv: bool = False,
-        pcmv_coefficient: str = "shared",
-        absolute_positions: bool = False,
-        pad_token_id: int | None = 0,
-        bos_token_id: int | None = 1,
-        eos_token_id: int | None = 2,
-        decoder_start_token_id: int | None = 1,
-        tie_word_embeddings: bool = True,
-        use_cache: bool = True,
-        is_encoder_decoder: bool = True,
-        **kwargs,
-    ):
-        self.vocab_size = vocab_size
-        self.d_model = d_model
-        self.encoder_layers = encoder_layers
-        self.decoder_layers = decoder_layers
-        self.encoder_attention_heads = encoder_attention_heads
-        self.decoder_attention_heads = decoder_attention_heads
-        self.encoder_ffn_dim = encoder_ffn_dim
-        self.decoder_ffn_dim = decoder_ffn_dim
-        self.activation_function = activation_function
-        self.dropout = dropout
-        self.attention_dropout = attention_dropout
-        self.activation_dropout = activation_dropout
-        self.init_std = init_std
-        self.scale_embedding = scale_embedding
-        self.max_position_embeddings = max_position_embeddings
-        self.label_smoothing = label_smoothing
-        self.position_encoding = position_encoding
-        self.rope_theta = rope_theta
-        self.relative_attention_num_buckets = relative_attention_num_buckets
-        self.relative_attention_max_distance = relative_attention_max_distance
-        self.agf_power_law = agf_power_law
-        self.agf_directional = agf_directional
-        self.agf_learn_base = agf_learn_base
-        self.agf_min_radius = agf_min_radius
-        self.agf_init = agf_init
-        self.agf_positive_exponent = agf_positive_exponent
-        self.agf_amplitude_max_distance = agf_amplitude_max_distance
-        self.agf_feature_weights = agf_feature_weights
-        self.agf_share_across_layers = agf_share_across_layers
-        self.agf_cross_attention = agf_cross_attention
-        self.pcmv = pcmv
-        self.pcmv_coefficient = pcmv_coefficient
-        self.absolute_positions = absolute_positions
-        self.pad_token_id = pad_token_id
-        self.bos_token_id = bos_token_id
-        self.eos_token_id = eos_token_id
-        self.decoder_start_token_id = decoder_start_token_id
-        self.tie_word_embeddings = tie_word_embeddings
-        self.use_cache = use_cache
-        self.is_encoder_decoder = is_encoder_decoder
-        self._check_values()
-        check_dtype("AgfConfig: ", kwargs)
+    # transformers' own fields of every config, typed again: transformers 5.25 annotates them as strings, which
+    # `@strict` skips, so a `"false"` or a NaN there would pass unchecked
+    output_hidden_states: bool | None = False
+    return_dict: bool | None = True
+    chunk_size_feed_forward: int = interval(min=0)(default=0)
+    vocab_size: int = POSITIVE(default=32000)
+    d_model: int = POSITIVE(default=512)
+    encoder_layers: int = POSITIVE(default=3)
+    decoder_layers: int = POSITIVE(default=3)
+    encoder_attention_heads: int = POSITIVE(default=8)
+    decoder_attention_heads: int = POSITIVE(default=8)
+    encoder_ffn_dim: int = POSITIVE(default=2048)
+    decoder_ffn_dim: int = POSITIVE(default=2048)
+    activation_function: str = activation_fn_key(default="relu")
+    dropout: float | int = PROBABILITY(default=0.1)
+    attention_dropout: float | int = PROBABILITY(default=0.0)
+    activation_dropout: float | int = PROBABILITY(default=0.0)
+    init_std: float | int = ABOVE_ZERO(default=0.02)
+    scale_embedding: bool = True
+    max_position_embeddings: int = POSITIVE(default=1024)
+    label_smoothing: float | int = PROBABILITY(default=0.0)
+    position_encoding: str = "agf"
+    rope_theta: float | int = ABOVE_ZERO(default=DEFAULT_ROPE_THETA)
+    relative_attention_num_buckets: int = POSITIVE(default=32)
+    relative_attention_max_distance: int = POSITIVE(default=128)
+    agf_power_law: bool = True
+    agf_directional: bool = True
+    agf_learn_base: bool = False
+    agf_min_radius: float | int = ABOVE_ZERO(default=0.05)
+    agf_positive_exponent: bool = False
+    agf_init: Literal["spread", "flat"] = "spread"
+    agf_amplitude_max_distance: int = interval(min=0)(default=0)
+    agf_feature_weights: bool = False
+    agf_share_across_layers: bool = False
+    agf_cross_attention: Literal["none", "relative", "normalized"] = "none"
+    pcmv: bool = False
+    pcmv_coefficient: Literal["shared", "separate"] = "shared"
+    absolute_positions: bool = False
+    pad_token_id: int | None = 0
+    bos_token_id: int | None = 1
+    eos_token_id: int | None = 2
+    decoder_start_token_id: int | None = 1
+    tie_word_embeddings: bool = True
+    use_cache: bool = True
+    is_encoder_decoder: bool = True
+
+    def __post_init__(self, **kwargs):
+        check_dtype("AgfConfig: ", {"dtype": self.dtype, **kwargs})
+        # before transformers standardises the RoPE fields, so an unsupported type is named as such
+        rope_type_of("AgfConfig: ", kwargs.get("rope_parameters"))
         kwargs["auto_map"] = {**AUTO_MAP, **(kwargs.get("auto_map") or {})}
-        # before transformers validates the type's keys, so an unsupported type is named as such
-        if rope_type_of("AgfConfig: ", kwargs.get("rope_parameters")) is not None and position_encoding != "rope":
-            raise ValueError(
-                f"AgfConfig: rope_parameters applies to position_encoding='rope', not {position_encoding!r}; drop it "
-                "or set position_encoding='rope'"
-            )
-        super().__init__(is_encoder_decoder=is_encoder_decoder, **kwargs)
+        super().__post_init__(**kwargs)
         adopt_rope_parameters("AgfConfig: ", self)
 
-    def validate(self) -> None:
-        """transformers' validation (run by `save_pretrained`) plus this config's own field checks, so a value set
-        after construction is not saved unchecked."""
-        self._check_values()
-        parent = getattr(super(), "validate", None)  # not every transformers version has one
-        if parent is not None:
-            parent()
-
-    def estimated_size(self) -> tuple[int, int]:
-        """(parameters, modules) of `AgfForConditionalGeneration` from the config alone, without building it: the
-        embedding, the attention and feed-forward weights and biases and the layer norms (the small position terms
-        are left out)."""
-        d = self.d_model
-        encoder = 4 * d * d + 4 * d + 2 * d * self.encoder_ffn_dim + self.encoder_ffn_dim + d + 4 * d
-        decoder = 8 * d * d + 8 * d + 2 * d * self.decoder_ffn_dim + self.decoder_ffn_dim + d + 6 * d
-        embeddings = self.vocab_size * d * (1 if self.tie_word_embeddings else 2) + self.vocab_size
-        parameters = embeddings + self.encoder_layers * encoder + self.decoder_layers * decoder + 4 * d
-        modules = 12 + 12 * self.encoder_layers + 18 * self.decoder_layers
-        return parameters, modules
-
-    def _check_values(self) -> None:
-        """Reject illegal combinations here rather than with asserts deep in `forward`."""
+    def validate_architecture(self):
+        """Part of `@strict`-powered validation: illegal combinations are refused here rather than with asserts deep
+        in `forward`."""
         if self.is_encoder_decoder is not True:
             raise ValueError(
                 f"AgfConfig: `is_encoder_decoder` must be true (the AGF translator is an encoder-decoder), got "
                 f"{self.is_encoder_decoder!r}"
             )
-        for name in (
-            "vocab_size",
-            "d_model",
-            "encoder_layers",
-            "decoder_layers",
-            "encoder_attention_heads",
-            "decoder_attention_heads",
-            "encoder_ffn_dim",
-            "decoder_ffn_dim",
-            "max_position_embeddings",
-            "relative_attention_num_buckets",
-            "relative_attention_max_distance",
+        if self.position_encoding not in POSITION_ENCODINGS:
+            raise ValueError(
+                f"`position_encoding` must be one of {tuple(POSITION_ENCODINGS)}, got {self.position_encoding!r}"
+            )
+        if (
+            rope_type_of("AgfConfig: ", getattr(self, "rope_parameters", None)) is not None
+            and self.position_encoding != "rope"
         ):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-                raise ValueError(f"`{name}` must be a positive integer, got {value!r}")
+            raise ValueError(
+                f"AgfConfig: rope_parameters applies to position_encoding='rope', not {self.position_encoding!r}; "
+                "drop it or set position_encoding='rope'"
+            )
         for name in ("encoder_attention_heads", "decoder_attention_heads"):
             heads = getattr(self, name)
             if self.d_model % heads != 0:
@@ -454,52 +397,11 @@ class AgfConfig(PreTrainedConfig):
                     f"`position_encoding='rope'` needs an even head dimension; d_model / {name} = "
                     f"{self.d_model // heads}"
                 )
-        for name in (
-            "scale_embedding",
-            "agf_power_law",
-            "agf_directional",
-            "agf_learn_base",
-            "agf_positive_exponent",
-            "agf_feature_weights",
-            "agf_share_across_layers",
-            "pcmv",
-            "absolute_positions",
-            "tie_word_embeddings",
-            "use_cache",
-        ):
-            check_field("", name, getattr(self, name), "bool")
-        for name in ("dropout", "attention_dropout", "activation_dropout", "label_smoothing"):
-            check_field("", name, getattr(self, name), "number", low=0.0, high=1.0, open_high=True)
-        for name in ("init_std", "rope_theta", "agf_min_radius"):
-            check_field("", name, getattr(self, name), "number", low=0.0, open_low=True)
-        if self.activation_function not in ACT2FN:
-            raise ValueError(
-                f"`activation_function` must be one of transformers' activations ({', '.join(sorted(ACT2FN))}), "
-                f"got {self.activation_function!r}"
-            )
-        for name in ("pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_id"):
-            value = getattr(self, name, None)
-            if value is not None and not (
-                isinstance(value, int) and not isinstance(value, bool) and 0 <= value < self.vocab_size
-            ):
-                raise ValueError(f"`{name}` must be None or an id in [0, vocab_size={self.vocab_size}), got {value!r}")
-        if self.position_encoding not in POSITION_ENCODINGS:
-            raise ValueError(
-                f"`position_encoding` must be one of {tuple(POSITION_ENCODINGS)}, got {self.position_encoding!r}"
-            )
-        if self.agf_init not in AGF_INITS:
-            raise ValueError(f"`agf_init` must be one of {AGF_INITS}, got {self.agf_init!r}")
-        if self.agf_cross_attention not in AGF_CROSS_ATTENTION:
-            raise ValueError(
-                f"`agf_cross_attention` must be one of {AGF_CROSS_ATTENTION}, got {self.agf_cross_attention!r}"
-            )
         if self.agf_positive_exponent and self.agf_init == "flat":
             raise ValueError(
                 "`agf_positive_exponent=True` keeps k > 0, but `agf_init='flat'` starts at k = 0; use "
                 "`agf_init='spread'` or drop the constraint"
             )
-        if self.pcmv_coefficient not in PCMV_COEFFICIENTS:
-            raise ValueError(f"`pcmv_coefficient` must be one of {PCMV_COEFFICIENTS}, got {self.pcmv_coefficient!r}")
         if self.position_encoding == "t5":
             # the bidirectional encoder halves the buckets and keeps half of those exact (arXiv 1910.10683, as in transformers' T5)
             if self.relative_attention_num_buckets < 4:
@@ -512,9 +414,6 @@ class AgfConfig(PreTrainedConfig):
                     f"range), got {self.relative_attention_max_distance} with "
                     f"{self.relative_attention_num_buckets} buckets"
                 )
-        amplitude = self.agf_amplitude_max_distance
-        if isinstance(amplitude, bool) or not isinstance(amplitude, int) or amplitude < 0:
-            raise ValueError(f"`agf_amplitude_max_distance` must be a non-negative integer, got {amplitude!r}")
         if self.pcmv and self.position_encoding != "agf":
             raise ValueError(
                 "`pcmv=True` weights the values by the multiplicative AGF coefficient, so it needs "
@@ -533,6 +432,28 @@ class AgfConfig(PreTrainedConfig):
                 "position information (NoPE)",
                 stacklevel=3,
             )
+
+    def validate_token_ids(self):
+        """Part of `@strict`-powered validation. Stricter than transformers' (which only warns): a special id outside
+        the vocabulary would index past the embedding."""
+        for name in ("pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_id"):
+            value = getattr(self, name, None)
+            # only generation's stop ids may be a list; a pad or start id is one token
+            ids = value if name == "eos_token_id" and isinstance(value, list) else [value]
+            if value is not None and not all(0 <= i < self.vocab_size for i in ids):
+                raise ValueError(f"`{name}` must be None or an id in [0, vocab_size={self.vocab_size}), got {value!r}")
+
+    def estimated_size(self) -> tuple[int, int]:
+        """(parameters, modules) of `AgfForConditionalGeneration` from the config alone, without building it: the
+        embedding, the attention and feed-forward weights and biases and the layer norms (the small position terms
+        are left out)."""
+        d = self.d_model
+        encoder = 4 * d * d + 4 * d + 2 * d * self.encoder_ffn_dim + self.encoder_ffn_dim + d + 4 * d
+        decoder = 8 * d * d + 8 * d + 2 * d * self.decoder_ffn_dim + self.decoder_ffn_dim + d + 6 * d
+        embeddings = self.vocab_size * d * (1 if self.tie_word_embeddings else 2) + self.vocab_size
+        parameters = embeddings + self.encoder_layers * encoder + self.decoder_layers * decoder + 4 * d
+        modules = 12 + 12 * self.encoder_layers + 18 * self.decoder_layers
+        return parameters, modules
 
 
 __all__ = ["AgfConfig"]

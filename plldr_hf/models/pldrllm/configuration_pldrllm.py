@@ -10,13 +10,18 @@ sibling `tensor_parallel.py`.
 
 import math
 import os
+from typing import Literal
 
 from transformers import PreTrainedConfig
+
+# huggingface_hub's `@strict`, as transformers' own configs use it, taken from transformers' module so that this
+# remote-code file names no other package
+from transformers.configuration_utils import strict
+from transformers.utils.type_validators import interval
 
 from .tensor_parallel import HEADS_STYLE
 
 
-CUSTOM_G_TYPES = (None, "identity", "random", "external")
 # every Auto class a saved folder serves with `trust_remote_code=True` (transformers writes only the saved class's);
 # vLLM's Transformers backend, for one, loads the base model through `AutoModel`
 AUTO_MAP = {
@@ -27,7 +32,16 @@ AUTO_MAP = {
     "AutoModelForTokenClassification": "modeling_pldrllm.PldrllmForTokenClassification",
     "AutoModelForQuestionAnswering": "modeling_pldrllm.PldrllmForQuestionAnswering",
 }
-DAG_LOSS_FORMS = ("log_ratio", "notears")
+
+# field validators (transformers' `interval`; a NaN fails every comparison, and the open upper end refuses infinity)
+# Copied from plldr_hf.models.agf.configuration_agf.POSITIVE
+POSITIVE = interval(min=1)
+# Copied from plldr_hf.models.agf.configuration_agf.NON_NEGATIVE
+NON_NEGATIVE = interval(min=0.0, max=math.inf, exclude_max=True)
+# Copied from plldr_hf.models.agf.configuration_agf.ABOVE_ZERO
+ABOVE_ZERO = interval(min=0.0, max=math.inf, exclude_min=True, exclude_max=True)
+# Copied from plldr_hf.models.agf.configuration_agf.PROBABILITY
+PROBABILITY = interval(min=0.0, max=1.0, exclude_max=True)
 
 
 # Copied from plldr_hf.models.agf.configuration_agf.check_field
@@ -159,13 +173,12 @@ def _physical_memory() -> int | None:
 
 # Copied from plldr_hf.models.agf.configuration_agf.check_buildable
 def check_buildable(config) -> None:
-    """Refuse, before building a single layer, a config whose fields are no longer valid (a value given to
-    `from_pretrained(..., field=value)`, `update()` or assigned after construction skips `__init__`'s checks), or
-    whose model cannot fit in this machine's memory (its parameters at the config's dtype plus the Python objects of
+    """Refuse, before building a single layer, a config whose fields no longer fit together (a field is checked when
+    it is set, by `@strict`; the checks between fields run again here, as `save_pretrained` runs them), or whose model cannot fit in this machine's memory (its parameters at the config's dtype plus the Python objects of
     its modules) or has more than `MAX_MODULES` modules; the message gives the estimate. Without it a huge
     `vocab_size` or layer count ends in an allocator error, a traceback about `ignore_mismatched_sizes`, or a build
     that never ends."""
-    config._check_values()
+    config.validate()
     parameters, modules = config.estimated_size()
     owner = type(config).__name__
     dtype = str(getattr(config, "dtype", None) or "float32").removeprefix("torch.")
@@ -182,6 +195,7 @@ def check_buildable(config) -> None:
         )
 
 
+@strict
 class PldrllmConfig(PreTrainedConfig):
     r"""
     Configuration of a PLDR-LLM (Power Law Decoder Representations) decoder-only language model with Power Law Graph
@@ -306,185 +320,94 @@ class PldrllmConfig(PreTrainedConfig):
         "dec_layers.*.ffn.gluw2": "colwise",
         "dec_layers.*.ffn.gluw3": "rowwise",
     }
-    # the base config maps `rope_scaling` to `rope_parameters` (a property); the released format stores plain
-    # `rope_theta` / `rope_scaling` fields, so shadow the property with a plain attribute
-    rope_scaling = None
     keys_to_ignore_at_inference = ["past_key_values", "cache", "pldr_attentions", "lm_loss", "dag_loss", "dag_losses"]
 
-    def __init__(
-        self,
-        vocab_size: int = 32000,
-        hidden_size: int = 896,
-        intermediate_size: int = 2389,
-        num_hidden_layers: int = 5,
-        num_attention_heads: int = 14,
-        head_dim: int = 64,
-        hidden_act: str = "silu",
-        max_position_embeddings: int = 1024,
-        initializer_range: float = 0.02,
-        layer_norm_eps: float = 1e-6,
-        use_cache: bool = True,
-        output_pldr_attentions: bool = False,
-        pad_token_id: int | None = 0,
-        bos_token_id: int | None = 2,
-        eos_token_id: int | None = 3,
-        tie_word_embeddings: bool = False,
-        rope_theta: float = DEFAULT_ROPE_THETA,
-        rope_scaling: dict | None = None,
-        attention_bias: bool = True,
-        glu_bias: bool = True,
-        final_bias: bool = True,
-        reference_rope: bool = True,
-        attention_dropout: float = 0.0,
-        num_reslayerA: int = 8,
-        num_denseA: int = 2,
-        A_dff: int = 170,
-        custom_G_type: str | None = None,
-        cache_first_G: bool = False,
-        dag_weight_a_lm: float = 0.0,
-        dag_weight_a_p: float = 0.0,
-        dag_weight_g_lm: float = 0.0,
-        dag_loss_form: str = "log_ratio",
-        collapsed: bool = False,
-        reference_padding: bool = False,
-        metric_learner_checkpointing: bool = True,
-        metric_learner_compile: bool = False,
-        **kwargs,
-    ):
-        self.vocab_size = vocab_size
-        self.hidden_size = hidden_size
-        self.intermediate_size = intermediate_size
-        self.num_hidden_layers = num_hidden_layers
-        self.num_attention_heads = num_attention_heads
-        self.head_dim = head_dim
-        self.hidden_act = hidden_act
-        self.max_position_embeddings = max_position_embeddings
-        self.initializer_range = initializer_range
-        self.layer_norm_eps = layer_norm_eps
-        self.use_cache = use_cache
-        self.output_pldr_attentions = output_pldr_attentions
-        self.pad_token_id = pad_token_id
-        self.bos_token_id = bos_token_id
-        self.eos_token_id = eos_token_id
-        self.tie_word_embeddings = tie_word_embeddings
-        self.rope_theta = rope_theta
-        self.rope_scaling = rope_scaling
-        self.attention_bias = attention_bias
-        self.glu_bias = glu_bias
-        self.final_bias = final_bias
-        self.reference_rope = reference_rope
-        self.attention_dropout = attention_dropout
-        self.num_reslayerA = num_reslayerA
-        self.num_denseA = num_denseA
-        self.A_dff = A_dff
-        self.custom_G_type = custom_G_type
-        self.cache_first_G = cache_first_G
-        self.dag_weight_a_lm = dag_weight_a_lm
-        self.dag_weight_a_p = dag_weight_a_p
-        self.dag_weight_g_lm = dag_weight_g_lm
-        self.dag_loss_form = dag_loss_form
-        self.collapsed = collapsed
-        self.reference_padding = reference_padding
-        self.metric_learner_checkpointing = metric_learner_checkpointing
-        self.metric_learner_compile = metric_learner_compile
-        # before transformers validates the type's keys, so an unsupported type is named as such
+    # transformers' own fields of every config, typed again: transformers 5.25 annotates them as strings, which
+    # `@strict` skips, so a `"false"` or a NaN there would pass unchecked
+    output_hidden_states: bool | None = False
+    return_dict: bool | None = True
+    chunk_size_feed_forward: int = interval(min=0)(default=0)
+    is_encoder_decoder: bool = False
+    vocab_size: int = POSITIVE(default=32000)
+    hidden_size: int = POSITIVE(default=896)
+    intermediate_size: int = POSITIVE(default=2389)
+    num_hidden_layers: int = POSITIVE(default=5)
+    num_attention_heads: int = POSITIVE(default=14)
+    head_dim: int = POSITIVE(default=64)
+    hidden_act: Literal["silu"] = "silu"
+    max_position_embeddings: int = POSITIVE(default=1024)
+    initializer_range: float | int = NON_NEGATIVE(default=0.02)
+    layer_norm_eps: float | int = ABOVE_ZERO(default=1e-6)
+    use_cache: bool = True
+    output_pldr_attentions: bool = False
+    pad_token_id: int | None = 0
+    bos_token_id: int | None = 2
+    eos_token_id: int | list[int] | None = 3
+    tie_word_embeddings: bool = False
+    rope_theta: float | int = ABOVE_ZERO(default=DEFAULT_ROPE_THETA)
+    # the base config maps `rope_scaling` to `rope_parameters` (a property); the released format stores plain
+    # `rope_theta` / `rope_scaling` fields, so this field shadows the property
+    rope_scaling: dict | None = None
+    attention_bias: bool = True
+    glu_bias: bool = True
+    final_bias: bool = True
+    reference_rope: bool = True
+    attention_dropout: float | int = PROBABILITY(default=0.0)
+    num_reslayerA: int = POSITIVE(default=8)
+    num_denseA: int = POSITIVE(default=2)
+    A_dff: int = POSITIVE(default=170)
+    custom_G_type: Literal["identity", "random", "external"] | None = None
+    cache_first_G: bool = False
+    dag_weight_a_lm: float | int = NON_NEGATIVE(default=0.0)
+    dag_weight_a_p: float | int = NON_NEGATIVE(default=0.0)
+    dag_weight_g_lm: float | int = NON_NEGATIVE(default=0.0)
+    dag_loss_form: Literal["log_ratio", "notears"] = "log_ratio"
+    collapsed: bool = False
+    reference_padding: bool = False
+    metric_learner_checkpointing: bool = True
+    metric_learner_compile: bool = False
+
+    def __post_init__(self, **kwargs):
+        check_dtype("PldrllmConfig: ", {"dtype": self.dtype, **kwargs})
+        # before transformers standardises the RoPE fields, so an unsupported type is named as such
         rope_type_of("PldrllmConfig: ", kwargs.get("rope_parameters"))
-        check_dtype("PldrllmConfig: ", kwargs)
         kwargs["auto_map"] = {**AUTO_MAP, **(kwargs.get("auto_map") or {})}
-        # before transformers' own validators, which compare token ids with a `vocab_size` of any type
-        self._check_values()
-        super().__init__(tie_word_embeddings=tie_word_embeddings, **kwargs)
+        super().__post_init__(**kwargs)
         adopt_rope_parameters("PldrllmConfig: ", self)
 
-    def _check_values(self):
-        for name in (
-            "vocab_size",
-            "hidden_size",
-            "intermediate_size",
-            "num_hidden_layers",
-            "num_attention_heads",
-            "head_dim",
-            "max_position_embeddings",
-            "num_reslayerA",
-            "num_denseA",
-            "A_dff",
-        ):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-                raise ValueError(f"PldrllmConfig: `{name}` must be a positive integer, got {value!r}")
-        if self.head_dim % 2:
-            raise ValueError(
-                f"PldrllmConfig: `head_dim` must be even (RoPE rotates pairs of features), got {self.head_dim}"
-            )
-        for name in (
-            "use_cache",
-            "output_pldr_attentions",
-            "tie_word_embeddings",
-            "attention_bias",
-            "glu_bias",
-            "final_bias",
-            "reference_rope",
-            "cache_first_G",
-            "collapsed",
-            "reference_padding",
-            "metric_learner_checkpointing",
-            "metric_learner_compile",
-        ):
-            check_field("PldrllmConfig: ", name, getattr(self, name), "bool")
-        check_field("PldrllmConfig: ", "rope_theta", self.rope_theta, "number", low=0.0, open_low=True)
-        check_field("PldrllmConfig: ", "layer_norm_eps", self.layer_norm_eps, "number", low=0.0, open_low=True)
-        check_field("PldrllmConfig: ", "initializer_range", self.initializer_range, "number", low=0.0)
-        check_field(
-            "PldrllmConfig: ", "attention_dropout", self.attention_dropout, "number", low=0.0, high=1.0, open_high=True
-        )
-        for name in ("dag_weight_a_lm", "dag_weight_a_p", "dag_weight_g_lm"):
-            check_field("PldrllmConfig: ", name, getattr(self, name), "number", low=0.0)
+    def validate_architecture(self):
+        """Part of `@strict`-powered validation: the shapes and switches that only make sense together."""
         if self.hidden_size != self.num_attention_heads * self.head_dim:
             raise ValueError(
                 f"PldrllmConfig: `hidden_size` ({self.hidden_size}) must equal `num_attention_heads` "
                 f"({self.num_attention_heads}) * `head_dim` ({self.head_dim})"
             )
-        if self.custom_G_type not in CUSTOM_G_TYPES:
+        if self.head_dim % 2:
             raise ValueError(
-                f"PldrllmConfig: `custom_G_type` must be one of {CUSTOM_G_TYPES}, got {self.custom_G_type!r}"
-            )
-        if self.hidden_act != "silu":
-            raise ValueError(
-                f"PldrllmConfig: `hidden_act` must be 'silu' (the only released activation), got {self.hidden_act!r}"
+                f"PldrllmConfig: `head_dim` must be even (RoPE rotates pairs of features), got {self.head_dim}"
             )
         if self.rope_scaling is not None:
             raise ValueError(
-                f"PldrllmConfig: `rope_scaling` is not supported (released models use null), got {self.rope_scaling!r}"
+                f"PldrllmConfig: `rope_scaling` is not supported (released models use null; give RoPE scaling as "
+                f"`rope_parameters`), got {self.rope_scaling!r}"
             )
-        for name in ("pad_token_id", "bos_token_id", "eos_token_id"):
-            value = getattr(self, name)
-            # only generation's stop ids may be a list; a pad or start id is one token (a bool is not an id)
-            ids = value if name == "eos_token_id" and isinstance(value, (list, tuple)) else [value]
-            if value is not None and not all(
-                isinstance(i, int) and not isinstance(i, bool) and 0 <= i < self.vocab_size for i in ids
-            ):
-                kind = "an id or a list of ids" if name == "eos_token_id" else "an id"
-                raise ValueError(
-                    f"PldrllmConfig: `{name}` must be None or {kind} in [0, vocab_size={self.vocab_size}), "
-                    f"got {value!r}"
-                )
-        if self.dag_loss_form not in DAG_LOSS_FORMS:
-            raise ValueError(
-                f"PldrllmConfig: `dag_loss_form` must be one of {DAG_LOSS_FORMS}, got {self.dag_loss_form!r}"
-            )
+        rope_type_of("PldrllmConfig: ", getattr(self, "rope_parameters", None))
         if self.collapsed and self.custom_G_type is not None:
             raise ValueError(
                 f"PldrllmConfig: `collapsed=True` applies to learned-G models; this config already has a fixed G "
                 f"(`custom_G_type={self.custom_G_type!r}`)"
             )
 
-    def validate(self) -> None:
-        """transformers' validation (run by `save_pretrained`) plus this config's own field checks, so a value set
-        after construction is not saved unchecked."""
-        self._check_values()
-        parent = getattr(super(), "validate", None)  # not every transformers version has one
-        if parent is not None:
-            parent()
+    # Copied from plldr_hf.models.agf.configuration_agf.AgfConfig.validate_token_ids
+    def validate_token_ids(self):
+        """Part of `@strict`-powered validation. Stricter than transformers' (which only warns): a special id outside
+        the vocabulary would index past the embedding."""
+        for name in ("pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_id"):
+            value = getattr(self, name, None)
+            # only generation's stop ids may be a list; a pad or start id is one token
+            ids = value if name == "eos_token_id" and isinstance(value, list) else [value]
+            if value is not None and not all(0 <= i < self.vocab_size for i in ids):
+                raise ValueError(f"`{name}` must be None or an id in [0, vocab_size={self.vocab_size}), got {value!r}")
 
     def estimated_size(self) -> tuple[int, int]:
         """(parameters, modules) of `PldrllmForCausalLM` from the config alone, without building it: embedding, LM

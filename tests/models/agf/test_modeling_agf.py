@@ -23,6 +23,7 @@ from plldr_hf.models.agf import rotary as agf_rotary
 from plldr_hf.models.agf.position_encodings import POSITION_VARIANTS
 from tests.utils import (
     BOS,
+    CONFIG_ERRORS,
     EOS,
     PAD,
     REPO_ROOT,
@@ -162,7 +163,7 @@ def test_config_defaults_aliases_and_round_trip():
     ids=lambda value: value if isinstance(value, str) else None,
 )
 def test_invalid_config_raises_naming_the_field(overrides, field):
-    with pytest.raises(ValueError, match=field):
+    with pytest.raises(CONFIG_ERRORS, match=field):
         tiny_agf_config(**overrides)
 
 
@@ -907,25 +908,26 @@ def test_the_registry_is_the_only_list_of_position_encodings():
     assert tuple(POSITION_ENCODINGS) == train_agf.POSITION_ENCODINGS
     assert {name for name, info in POSITION_ENCODINGS.items() if info.term} == set(agf_positions.TERM_MODULES)
     assert {fields["position_encoding"] for _, fields in POSITION_VARIANTS.values()} == set(POSITION_ENCODINGS)
-    with pytest.raises(ValueError, match="kerple_log"):
+    with pytest.raises(CONFIG_ERRORS, match="kerple_log"):
         tiny_agf_config(position_encoding="kerple")
 
 
 @pytest.mark.parametrize(
     "field, value, message",
     [
-        ("pcmv", "false", "`pcmv` must be true or false"),
-        ("agf_directional", 1, "`agf_directional` must be true or false"),
-        ("rope_theta", float("nan"), "`rope_theta` must be a finite number"),
-        ("agf_min_radius", float("nan"), "`agf_min_radius` must be a finite number"),
-        ("dropout", "0.1", "`dropout` must be a number"),
-        ("init_std", -0.02, "`init_std` must be > 0.0"),
-        ("attention_dropout", 1.0, "`attention_dropout` must be < 1.0"),
-        ("activation_function", "nope", "`activation_function` must be one of"),
+        ("pcmv", "false", "'pcmv' expected bool, got str"),
+        ("agf_directional", 1, "'agf_directional' expected bool, got int"),
+        ("rope_theta", float("nan"), "(?s)'rope_theta'.*got nan"),
+        ("agf_min_radius", float("nan"), "(?s)'agf_min_radius'.*got nan"),
+        ("dropout", "0.1", "(?s)'dropout'.*got str"),
+        ("init_std", -0.02, "(?s)'init_std'.*greater than 0.0.*got -0.02"),
+        ("attention_dropout", 1.0, "(?s)'attention_dropout'.*smaller than 1.0, got 1.0"),
+        ("activation_function", "nope", "(?s)'activation_function'.*must be one of"),
+        ("is_encoder_decoder", "true", "'is_encoder_decoder' expected bool, got str"),
     ],
 )
 def test_config_values_are_checked_for_type_finiteness_and_range(field, value, message):
-    with pytest.raises(ValueError, match=message):
+    with pytest.raises(CONFIG_ERRORS, match=message):
         tiny_agf_config(**{field: value})
 
 
@@ -1104,7 +1106,7 @@ def test_the_hybrid_adds_the_vanilla_sinusoids_to_agf_and_breaks_the_bag_of_word
         a, b = out[0].sort(0).values, out_permuted[0].sort(0).values
         change[name] = ((a - b).norm() / a.norm()).item()
     assert change["hybrid"] > 20 * change["agf"], change
-    with pytest.raises(ValueError, match="absolute_positions"):
+    with pytest.raises(CONFIG_ERRORS, match="absolute_positions"):
         AgfConfig(absolute_positions="false")
 
 
@@ -1152,9 +1154,9 @@ def test_the_positive_exponent_keeps_the_coefficient_decaying():
     model = tiny_agf(agf_positive_exponent=True)
     names = {name.rsplit(".", 1)[-1] for name, _ in model.named_parameters()}
     assert "exponent_raw" in names and "exponent" not in names
-    with pytest.raises(ValueError, match="agf_init='spread'"):
+    with pytest.raises(CONFIG_ERRORS, match="agf_init='spread'"):
         AgfConfig(agf_positive_exponent=True, agf_init="flat")
-    with pytest.raises(ValueError, match="agf_positive_exponent"):
+    with pytest.raises(CONFIG_ERRORS, match="agf_positive_exponent"):
         AgfConfig(agf_positive_exponent="yes")
 
 

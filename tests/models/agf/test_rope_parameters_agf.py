@@ -7,7 +7,7 @@ from transformers import LlamaConfig
 from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding
 
 from plldr_hf.models.agf import rotary as agf_rotary
-from tests.utils import tiny_agf, tiny_agf_config
+from tests.utils import CONFIG_ERRORS, tiny_agf, tiny_agf_config
 
 
 TYPES = {
@@ -45,5 +45,5 @@ def test_rope_table_equals_llamas_and_the_logits_move(name):
 def test_unsupported_types_and_other_encodings_are_refused():
     with pytest.raises(ValueError, match="rope_type='longrope' is not supported"):
         tiny_agf_config(position_encoding="rope", rope_parameters={"rope_type": "longrope", "rope_theta": 1e4})
-    with pytest.raises(ValueError, match="applies to position_encoding='rope'"):
+    with pytest.raises(CONFIG_ERRORS, match="applies to position_encoding='rope'"):
         tiny_agf_config(position_encoding="agf", rope_parameters=dict(TYPES["linear"]))

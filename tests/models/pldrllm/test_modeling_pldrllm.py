@@ -15,6 +15,8 @@ from plldr_hf import PldrllmConfig, PldrllmForCausalLM
 from plldr_hf.models.pldrllm import dag, fused_units
 from plldr_hf.models.pldrllm import modeling_pldrllm as mp
 from tests.utils import (
+    CONFIG_ERRORS,
+    StrictDataclassError,
     assert_close,
     assert_generate_cache_equals_no_cache,
     assert_padded_generation_equals_rows_alone,
@@ -265,7 +267,7 @@ def test_config_round_trip_and_auto():
     ],
 )
 def test_invalid_config_names_field_and_value(field, value):
-    with pytest.raises(ValueError, match=field):
+    with pytest.raises(CONFIG_ERRORS, match=field):
         tiny_config(**{field: value})
 
 
@@ -485,21 +487,23 @@ def test_metric_learner_recompute_inside_layer_checkpointing(use_reentrant):
 @pytest.mark.parametrize(
     "field, value, message",
     [
-        ("reference_rope", "false", "`reference_rope` must be true or false"),
-        ("attention_bias", "false", "`attention_bias` must be true or false"),
-        ("dag_weight_g_lm", float("nan"), "`dag_weight_g_lm` must be a finite number"),
-        ("rope_theta", "1e4", "`rope_theta` must be a number"),
-        ("attention_dropout", [0.1], "`attention_dropout` must be a number"),
-        ("layer_norm_eps", float("inf"), "`layer_norm_eps` must be a finite number"),
+        ("reference_rope", "false", "'reference_rope' expected bool, got str"),
+        ("attention_bias", 0, "'attention_bias' expected bool, got int"),
+        ("dag_weight_g_lm", float("nan"), "(?s)'dag_weight_g_lm'.*got nan"),
+        ("rope_theta", "1e4", "(?s)'rope_theta'.*got str"),
+        ("attention_dropout", [0.1], "(?s)'attention_dropout'.*got list"),
+        ("layer_norm_eps", float("inf"), "(?s)'layer_norm_eps'.*smaller than inf, got inf"),
+        ("return_dict", "false", "(?s)'return_dict'.*got str"),
+        ("chunk_size_feed_forward", float("nan"), "'chunk_size_feed_forward' expected int, got float"),
     ],
 )
 def test_config_values_are_checked_for_type_finiteness_and_range(field, value, message):
-    with pytest.raises(ValueError, match=message):
+    with pytest.raises(StrictDataclassError, match=message):
         tiny_config(**{field: value})
 
 
 def test_odd_head_dim_is_refused_by_the_config_not_at_forward():
-    with pytest.raises(ValueError, match="`head_dim` must be even"):
+    with pytest.raises(StrictDataclassError, match="`head_dim` must be even"):
         tiny_config(hidden_size=30, head_dim=15)
 
 

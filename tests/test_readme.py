@@ -123,6 +123,10 @@ def test_the_help_and_the_docs_quote_the_same_numbers_and_commands():
     ).stdout  # fmt: skip
     said = f"about {QUICKSTART_MINUTES} minutes"
     assert said in " ".join(quickstart_help.split()) and said in README
+    from plldr_hf_cli.quickstart import QuickstartPlan
+
+    # the plan line the command prints before it starts
+    assert QuickstartPlan.named("default").reference_minutes == QUICKSTART_MINUTES
     # no other time for the quickstart anywhere in the README or the quickstart page
     for page in ("README.md", "docs/quickstart.md"):
         times = re.findall(r"about (\d+) minutes on an idle 2-core CPU", PAGES[page])

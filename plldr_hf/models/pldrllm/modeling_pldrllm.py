@@ -85,6 +85,7 @@ from transformers.modeling_layers import (
 from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 from transformers.utils import can_return_tuple, logging
+from transformers.utils.generic import merge_with_config_defaults
 
 from .collapse import PldrllmCollapseReport, collapse_model, own_config
 from .configuration_pldrllm import PldrllmConfig, check_buildable
@@ -588,6 +589,7 @@ class PldrllmModel(PldrllmPreTrainedModel):
     def set_input_embeddings(self, value: nn.Embedding) -> None:
         self.embedding = value
 
+    @merge_with_config_defaults  # `use_cache` from the config, off under gradient checkpointing (as Llama's)
     @can_return_tuple
     def forward(
         self,
@@ -613,9 +615,6 @@ class PldrllmModel(PldrllmPreTrainedModel):
             output_pldr_attentions if output_pldr_attentions is not None else cfg.output_pldr_attentions
         )
         cache_first_G = cache_first_G if cache_first_G is not None else cfg.cache_first_G
-        use_cache = use_cache if use_cache is not None else cfg.use_cache
-        if self.gradient_checkpointing and self.training:
-            use_cache = False
         if (input_ids is None) == (inputs_embeds is None):
             raise ValueError("PldrllmModel: pass exactly one of `input_ids` and `inputs_embeds`")
 

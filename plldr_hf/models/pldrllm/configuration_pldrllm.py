@@ -174,8 +174,9 @@ def _physical_memory() -> int | None:
 # Copied from plldr_hf.models.agf.configuration_agf.check_buildable
 def check_buildable(config) -> None:
     """Refuse, before building a single layer, a config whose fields no longer fit together (a field is checked when
-    it is set, by `@strict`; the checks between fields run again here, as `save_pretrained` runs them), or whose model cannot fit in this machine's memory (its parameters at the config's dtype plus the Python objects of
-    its modules) or has more than `MAX_MODULES` modules; the message gives the estimate. Without it a huge
+    it is set, by `@strict`; the checks between fields run again here, as `save_pretrained` runs them), or whose
+    model cannot fit in this machine's memory (its parameters at the config's dtype plus the Python objects of its
+    modules) or has more than `MAX_MODULES` modules; the message gives the estimate. Without it a huge
     `vocab_size` or layer count ends in an allocator error, a traceback about `ignore_mismatched_sizes`, or a build
     that never ends."""
     config.validate()
@@ -369,8 +370,6 @@ class PldrllmConfig(PreTrainedConfig):
 
     def __post_init__(self, **kwargs):
         check_dtype("PldrllmConfig: ", {"dtype": self.dtype, **kwargs})
-        # before transformers standardises the RoPE fields, so an unsupported type is named as such
-        rope_type_of("PldrllmConfig: ", kwargs.get("rope_parameters"))
         kwargs["auto_map"] = {**AUTO_MAP, **(kwargs.get("auto_map") or {})}
         super().__post_init__(**kwargs)
         adopt_rope_parameters("PldrllmConfig: ", self)

@@ -98,7 +98,7 @@ def prepare_tokenizer(size: str, out: Path, name: str | None = None, **overrides
 
     folder = out / "tokenizers" / (name or size)
     if not (folder / "tokenizer.json").exists():
-        options = TrainOptions.from_name(size, output_dir=str(folder), seed=0, **overrides).resolved()
+        options = TrainOptions.from_name(size, output_dir=str(folder), seed=0, **overrides)
         tokenizer = prepare_tokenizer_and_data(options).tokenizer
         staging = folder.with_name(folder.name + ".partial")
         tokenizer.save_pretrained(staging)
@@ -154,7 +154,7 @@ def run_cell(cell: Cell, tokenizer_dir: str, threads: int) -> dict:
             eval_steps=cell.eval_every,
             logging_steps=cell.eval_every,
             report_to=["none"],
-            no_progress=True,
+            disable_tqdm=True,
         )
         report = train(options, callbacks=[Trajectory()])
         train_seconds = time.perf_counter() - start

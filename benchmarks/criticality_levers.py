@@ -205,7 +205,7 @@ def run_cell(cell: LeverCell, tokenizer_dir: str, threads: int) -> dict:
             tokenizer=tokenizer_dir,
             max_train_documents=None,
             block_size=cell.block_size,
-            batch_size=TOKENS_PER_STEP // cell.block_size,
+            per_device_train_batch_size=TOKENS_PER_STEP // cell.block_size,
             max_steps=cell.steps,
             learning_rate=cell.learning_rate,
             warmup_steps=cell.warmup_steps,
@@ -214,7 +214,7 @@ def run_cell(cell: LeverCell, tokenizer_dir: str, threads: int) -> dict:
             eval_steps=cell.eval_every,
             logging_steps=cell.eval_every,
             report_to=["none"],
-            no_progress=True,
+            disable_tqdm=True,
         )
         report = train(options, callbacks=[decay])
         history = json.loads((Path(options.output_dir) / "log_history.json").read_text())

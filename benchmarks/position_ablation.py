@@ -289,7 +289,8 @@ def run_one(
 
     from plldr_hf import AgfForConditionalGeneration
     from plldr_hf.training.callbacks import StepTimerCallback
-    from plldr_hf.training.recipes import agf_config, translation_training_arguments
+    from plldr_hf.training.options import TranslationOptions
+    from plldr_hf.training.recipes import agf_config
     from plldr_hf.training.tokenizers import translation_token_fields
     from plldr_hf.training.translation_trainer import TranslationTrainer
 
@@ -313,8 +314,8 @@ def run_one(
     model = AgfForConditionalGeneration(config)
     total_steps = steps or budget.steps
     run_dir = cache_dir / "runs" / f"{variant}-seed{seed}"
-    args = translation_training_arguments(
-        run_dir,
+    args = TranslationOptions(
+        output_dir=str(run_dir),
         max_steps=total_steps,
         warmup_steps=budget.warmup_steps,
         learning_rate=budget.learning_rate,
@@ -323,7 +324,7 @@ def run_one(
         eval_strategy="no",
         save_strategy="no",
         logging_steps=max(1, budget.steps // 5),
-        report_to="none",
+        report_to=["none"],
         use_cpu=True,
         seed=seed,
         disable_tqdm=not sys.stderr.isatty(),

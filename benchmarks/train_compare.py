@@ -103,7 +103,7 @@ def main(argv=None) -> int:
         max_eval_blocks=max_eval_blocks,
         report_to=[],
         seed=args.seed,
-    ).resolved()
+    )
 
     start = time.perf_counter()
     data = prepare_tokenizer_and_data(base)

@@ -85,7 +85,6 @@ def main(argv=None) -> int:
     from plldr_hf.training.corpus import load_text_corpus
     from plldr_hf.training.options import TrainOptions, parse_dag_weights
     from plldr_hf.training.preprocessing import pack_into_blocks
-    from plldr_hf.training.recipes import reference_training_arguments
     from plldr_hf.training.run import train
     from plldr_hf.training.trainer import DagSchedule, PldrTrainer
 
@@ -139,8 +138,8 @@ def main(argv=None) -> int:
     peft_model.print_trainable_parameters()
     # the HF fine-tuning recipe of the v52-81M-FT cards (model cards of fromthesky/PLDR-LLM-v52-81M-FT-*): warm-up 20, norm clipping 1.0,
     # cosine to 1 % of the peak; no weight decay on the adapters
-    training_args = reference_training_arguments(
-        str(out / "trainer"),
+    training_args = TrainOptions(
+        output_dir=str(out / "trainer"),
         max_steps=args.max_steps,
         learning_rate=args.learning_rate,
         warmup_steps=args.warmup_steps,
@@ -149,7 +148,7 @@ def main(argv=None) -> int:
         logging_steps=max(1, args.max_steps // 20),
         eval_steps=0,
         save_total_limit=1,
-        report_to="none",
+        report_to=["none"],
         seed=args.seed,
         weight_decay=0.0,
         lr_scheduler_kwargs={"min_lr_rate": 0.01},

@@ -76,9 +76,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def parse_args(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.Namespace:
-    """The parsed command line: a usage mistake exits with status 2 and one line. A train command also takes the
-    fields of its transformers arguments class under their own names (`--save_only_model`, `--push_to_hub`), as
-    `trainer_args`."""
+    """The parsed command line: a usage mistake exits with status 2 and one line. A train command's flags are its
+    options' (`option_argv`, read by the command once the package is imported)."""
     given = [item.split("=")[0] for item in (sys.argv[1:] if argv is None else argv)]
     removed = next((flag for flag in given if flag in ("--trainer-arg", "--trainer_arg")), None)
     if removed is not None:
@@ -87,15 +86,8 @@ def parse_args(parser: argparse.ArgumentParser, argv: list[str] | None) -> argpa
             "--save_only_model true --data_seed 7"
         )
     args, extra = parser.parse_known_args(argv)
-    options_class = getattr(args, "options_class", None)
-    if extra and options_class is not None and any(item.startswith("-") for item in extra):
-        from plldr_hf_cli.arguments import UsageError, trainer_field_flags
-
-        try:
-            fields, extra = trainer_field_flags(options_class, extra)
-        except UsageError as error:
-            parser.error(f"{args.command} {args.family}: {error}")
-        args.trainer_args = dict(fields)
+    if extra and hasattr(args, "option_argv"):
+        args.option_argv, extra = extra, []
     if extra:
         # a command whose trailing positionals may come after its options (`translate DIR --num-beams 4 "text"`)
         # names them in `extra_positionals`; argparse would otherwise call the text an unrecognized argument

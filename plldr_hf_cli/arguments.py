@@ -4,14 +4,11 @@ Nothing here imports torch, transformers or `plldr_hf`: the parser is built with
 """
 
 import argparse
-import dataclasses
 import importlib.util
 import logging
 import math
 import os
 import sys
-import typing
-from functools import partial
 from pathlib import Path
 
 
@@ -110,7 +107,7 @@ def non_finite_values(args: argparse.Namespace, flags: dict | None = None) -> li
 # argument destinations that name what a command writes; every other argument naming an existing path is read,
 # except `--resume CHECKPOINT`: a resumed run continues in the folder that holds its checkpoints
 OUTPUT_DESTS = ("output_dir", "output_json", "hypotheses", "dry_run", "output")
-NOT_READ_DESTS = ("func", "resume")
+NOT_READ_DESTS = ("func", "resume", "resume_from_checkpoint")
 
 
 def _read_paths(args: argparse.Namespace) -> list[tuple[str, Path]]:
@@ -288,199 +285,15 @@ def fail(command: str, message: str) -> int:
 
 
 def load_light_module(name: str):
-    """A module of `plldr_hf` that imports only the standard library (run options, the names of the position
-    encodings), without running `plldr_hf/__init__.py`, which imports torch: `--help` and usage errors stay fast.
-    The options module is loaded by its path, the others through its `light_module`; each is registered under its own
-    name, so the package imported later uses the same module (and its classes)."""
-    options = "plldr_hf.training.options"
-    if options not in sys.modules:
+    """A module of `plldr_hf` that imports only the standard library (the names of the position encodings, the
+    loaders' folder checks), loaded by its file without running `plldr_hf/__init__.py`, which imports torch: `--help`
+    and usage errors stay fast. It is registered under its own name, so the package imported later uses the same
+    module (and its classes)."""
+    if name not in sys.modules:
         package = importlib.util.find_spec("plldr_hf")  # finds the package without importing it
-        spec = importlib.util.spec_from_file_location(
-            options, Path(package.submodule_search_locations[0], "training", "options.py")
-        )
+        path = Path(package.submodule_search_locations[0]).joinpath(*name.split(".")[1:]).with_suffix(".py")
+        spec = importlib.util.spec_from_file_location(name, path)
         module = importlib.util.module_from_spec(spec)
-        sys.modules[options] = module
+        sys.modules[name] = module
         spec.loader.exec_module(module)
-    return sys.modules[options].light_module(name)
-
-
-def _read_as(kind: type):
-    """An argparse type that reads a number where it can and hands anything else over as text: the options
-    dataclass checks every value (`plldr_hf.training.options.check_field`), so a mistake reads the same from the
-    command line and from the Python API."""
-
-    def read(text: str):
-        for reader in (kind, float):  # "1.5" for an integer is refused as the number it is
-            try:
-                return reader(text)
-            except ValueError:
-                continue
-        return text
-
-    read.__name__ = kind.__name__
-    return read
-
-
-def _flag_type(annotation: str, meta: dict, module):
-    if meta.get("parse") == "parse_key_value":
-        parse = module.parse_key_value
-
-        def typed(text):
-            try:
-                return parse(text)
-            except ValueError as err:
-                raise argparse.ArgumentTypeError(str(err)) from None
-
-        return typed
-    if "parse" in meta:
-        return None  # text, parsed by the dataclass
-    if annotation.startswith("int"):
-        return _read_as(int)
-    if annotation.startswith("float"):
-        return _read_as(float)
-    return None
-
-
-def _default_text(spec) -> str | None:
-    if spec.default is not dataclasses.MISSING:
-        value = spec.default
-    elif spec.default_factory is not dataclasses.MISSING:
-        value = spec.default_factory()
-    else:
-        return None
-    if value is None or value in ([], {}, ()) or isinstance(value, bool):
-        return None
-    if isinstance(value, (list, tuple)):
-        value = " ".join(map(str, value)) if isinstance(value, list) else ",".join(map(str, value))
-    return str(value).replace("%", "%%")
-
-
-def add_option_flags(parser, options_class) -> None:
-    """One flag per field of an options dataclass (`plldr_hf.training.options`): type, choices and help from the
-    field's metadata, the field's default shown in the help. Flags default to "not given" (absent from the parsed
-    namespace), so `options_from_args` can put them over a preset's values. Values are checked by the dataclass
-    itself, so the command line and the Python API refuse the same things with the same message.
-
-    argparse is used directly rather than transformers' `HfArgumentParser`: that one spells flags `--field_name`
-    first, needs a value for `bool | None` fields (`--bf16 true`) and has no custom parsers
-    (`--dag-weights 0.1,0.1,0.1`), which the commands' users rely on."""
-    module = sys.modules[options_class.__module__]
-    groups = {}
-    for spec in dataclasses.fields(options_class):
-        meta = dict(spec.metadata)
-        if meta.pop("cli", True) is False:
-            continue
-        group_name = meta.pop("group", None)
-        if group_name is not None and group_name not in groups:
-            groups[group_name] = parser.add_argument_group(group_name)
-        target = groups.get(group_name, parser)
-        flag = meta.pop("flag", _flag_name(spec.name))
-        help_text = meta.pop("help", "")
-        default = _default_text(spec)
-        kwargs = {"default": argparse.SUPPRESS, "dest": spec.name}
-        kwargs["help"] = f"{help_text} [default: {default}]" if default is not None else help_text
-        annotation = str(spec.type)
-        action = meta.pop("action", None)
-        if action == "boolean_optional":
-            kwargs["action"] = argparse.BooleanOptionalAction
-        elif action == "store_false":
-            kwargs["action"] = "store_false"
-        elif annotation == "bool":
-            kwargs["action"] = "store_true"
-        else:
-            if action == "append":
-                kwargs["action"] = "append"
-            kwargs["type"] = _flag_type(annotation, meta, module)
-            choices = module.choices_of(spec)
-            if choices is not None:
-                kwargs["metavar"] = "{" + ",".join(map(str, choices)) + "}"
-            for key in ("metavar", "nargs", "const"):
-                if key in meta:
-                    kwargs[key] = meta[key]
-        target.add_argument(flag, **kwargs)
-        # the names transformers' TrainingArguments gives the same setting (`--learning_rate`,
-        # `--per_device_train_batch_size`) work too, hidden from --help
-        names = {spec.name} | {
-            field for field, option in getattr(options_class, "TRAINER_FIELDS", {}).items() if option == spec.name
-        }
-        aliases = {f"--{name}" for name in names} | {f"--{name.replace('_', '-')}" for name in names}
-        aliases -= {flag}
-        if aliases:
-            target.add_argument(*sorted(aliases), **{**kwargs, "help": argparse.SUPPRESS})
-
-
-def _json_object(text: str) -> dict:
-    import json
-
-    try:
-        value = json.loads(text)
-    except (ValueError, RecursionError):
-        value = None
-    if not isinstance(value, dict):
-        raise argparse.ArgumentTypeError(f"expects a JSON object such as '{{\"key\": 1}}', got {text!r}")
-    return value
-
-
-def _json_config(config_class, text: str):
-    return config_class(**_json_object(text))
-
-
-def trainer_field_flags(options_class, argv: list[str]) -> tuple[list[tuple[str, object]], list[str]]:
-    """The flags among `argv` that are fields of the family's transformers arguments class under their own names
-    (`--save_only_model`, `--push-to-hub`, `--deepspeed ds.json`), parsed as `HfArgumentParser` parses them, and
-    the arguments left over. Imports transformers: called only when a train command has flags its options lack."""
-    import transformers
-
-    class Parser(transformers.HfArgumentParser):
-        def error(self, message):
-            raise UsageError(message)
-
-    parser = Parser(getattr(transformers, options_class.TRAINER_ARGUMENTS), add_help=False)
-    for action in parser._actions:
-        action.default, action.required = argparse.SUPPRESS, False  # only what is given
-        # fields typed as a dict or a config class (HfArgumentParser would call `dict("...")`): JSON objects
-        if action.type is dict or typing.get_origin(action.type) is dict:
-            action.type = _json_object
-        elif dataclasses.is_dataclass(action.type):
-            action.type = partial(_json_config, action.type)
-    given, rest = parser.parse_known_args(argv)
-    return sorted(vars(given).items()), rest
-
-
-def add_recipe_flags(parser, options_class) -> None:
-    """`--recipe NAME_OR_PATH` (a shipped recipe, `plldr_hf/recipes/FAMILY/NAME.json`, or a file of the same shape)
-    and its shorthand `--tiny`: the recipe's model and run settings, under every flag given."""
-    module = sys.modules[options_class.__module__]
-    shipped = module.PRESETS[options_class.FAMILY]
-    tiny = ", ".join(f"{key} {value}" for key, value in shipped["tiny"]["run"].items())
-    parser.add_argument(
-        "--recipe",
-        metavar="NAME_OR_FILE",
-        help=f"start from a recipe: one of {', '.join(shipped)} ({module.RECIPE_FOLDER / options_class.FAMILY}) or "
-        'a .json / .yaml file {"extends": NAME, "model": {config fields}, "run": {options}}; flags still win',
-    )
-    parser.add_argument(
-        "--tiny", action="store_true", help=f"CPU smoke run in seconds: --recipe tiny ({tiny}); flags still win"
-    )
-
-
-def recipe_of(args: argparse.Namespace, default: str | None = None) -> str | None:
-    """The recipe a train command starts from: `--recipe`, else `--tiny`'s, else `default`."""
-    if getattr(args, "recipe", None) and getattr(args, "tiny", False):
-        raise ValueError(f"--tiny is --recipe tiny; give one of them, not both (--recipe {args.recipe})")
-    return getattr(args, "recipe", None) or ("tiny" if getattr(args, "tiny", False) else default)
-
-
-def options_from_args(args: argparse.Namespace, options_class, preset: str | None = None):
-    """The options dataclass from parsed flags: the preset's values (or the field defaults), then every flag given.
-    Repeated `KEY=VALUE` flags become a dict."""
-    given = {}
-    for spec in dataclasses.fields(options_class):
-        if hasattr(args, spec.name):
-            value = getattr(args, spec.name)
-            if spec.metadata.get("action") == "append":
-                value = dict(value)
-            given[spec.name] = value
-    if preset is None:
-        return options_class(**given)
-    return options_class.from_name(preset, **given)
+    return sys.modules[name]

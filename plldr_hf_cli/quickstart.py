@@ -215,7 +215,7 @@ def run_pldrllm(plan: QuickstartPlan, out: Path, deadline: Deadline) -> PldrStag
         output_dir=str(run_dir),
         max_steps=plan.pldr_steps,
         block_size=plan.pldr_block_size,
-        batch_size=plan.pldr_batch_size,
+        per_device_train_batch_size=plan.pldr_batch_size,
         vocab_size=plan.pldr_vocab,
         warmup_steps=max(1, plan.pldr_steps // 10),
         dag_weights=(0.05, 0.05, 0.05),
@@ -226,7 +226,7 @@ def run_pldrllm(plan: QuickstartPlan, out: Path, deadline: Deadline) -> PldrStag
         save_total_limit=1,
         max_eval_blocks=64,
         report_to=["tensorboard"],
-        no_progress=not plan.progress,
+        disable_tqdm=not plan.progress,
     )
     step("tokenizer and data; the order parameters of the initial model")
     report = train(options, callbacks=budget)
@@ -319,19 +319,20 @@ def run_agf(plan: QuickstartPlan, out: Path, deadline: Deadline) -> AgfStage:
         max_train_samples=plan.agf_train_samples,
         max_eval_samples=64,
         max_test_samples=plan.agf_test_samples,
-        test_splits=("test",),
+        test_splits=["test"],
         num_beams=plan.agf_beams,
         output_dir=str(run_dir),
         max_steps=plan.agf_steps,
         warmup_steps=plan.agf_warmup_steps,
         learning_rate=plan.agf_learning_rate,
-        batch_size=32,
+        per_device_train_batch_size=32,
         eval_steps=eval_steps,
         save_steps=plan.agf_steps,
         logging_steps=max(1, plan.agf_steps // 30),
         # the validation curve: teacher-forced loss and accuracy (decoding is left to the final test scoring)
-        trainer_args=dict(predict_with_generate=False, save_total_limit=1),
-        no_progress=not plan.progress,
+        predict_with_generate=False,
+        save_total_limit=1,
+        disable_tqdm=not plan.progress,
     )
     run = train(options, callbacks=budget)
     plots, skipped = {}, {}

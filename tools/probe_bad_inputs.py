@@ -32,6 +32,7 @@ import shutil
 import sys
 import tempfile
 import traceback
+import types
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -162,29 +163,42 @@ class Probe:
     # serving. The rule: a new flag, options or report field, request field or data format is covered here, by
     # generation from its definition where there is one, in the change that adds it.
     def api_run_options(self) -> None:
-        """Every field of both run-options dataclasses, through the Python API: a value of the wrong type for the
-        field's annotation, a boolean where a number is meant, NaN and -1 for numbers, 0 where the field needs at
-        least 1, and a value outside its choices."""
-        from plldr_hf.training.options import TrainOptions, TranslationOptions, choices_of, flag_of
+        """Every field of both run-options classes (transformers' own fields included: the options are
+        `TrainingArguments` subclasses), through the Python API: a value of the wrong type for the field's
+        annotation, a boolean where a number is meant, NaN and -1 for numbers, 0 where the field needs at least 1,
+        and a value outside its choices."""
+        import typing
+
+        from plldr_hf.training.options import TrainOptions, TranslationOptions, flag_of
 
         for options in (TrainOptions, TranslationOptions):
+            hints = typing.get_type_hints(options)
             for spec in dataclasses.fields(options):
-                flag = flag_of(spec)  # the field's own name where it is no flag
-                kind = str(spec.type).replace(" ", "").removesuffix("|None")
-                values = [object()] if kind not in ("str", "str|bool") else [3]
-                if kind in ("int", "float"):
-                    values += [True, float("nan"), [1]] + ([-1] if spec.metadata.get("min") is not None else [])
-                    if spec.metadata.get("min") in (0, 1) and not (kind == "int" and spec.metadata.get("min") == 0):
+                if not spec.init:
+                    continue
+                hint = hints[spec.name]
+                arms = (
+                    set(typing.get_args(hint))
+                    if typing.get_origin(hint) in (typing.Union, types.UnionType)
+                    else {hint}
+                )
+                arms.discard(type(None))
+                values = [object()] if arms != {str} else [3]
+                if arms & {int, float}:
+                    signed = spec.metadata.get("min") is None or spec.metadata.get("unset") == -1
+                    values += [True, float("nan"), [1]] + ([] if signed else [-1])
+                    low = spec.metadata.get("min")
+                    if low in (0, 1) and not (int in arms and low == 0):
                         values.append(0)
-                if kind == "bool":
+                if arms == {bool}:
                     values += ["false", 1]
-                if choices_of(spec):
+                if spec.metadata.get("choices"):
                     values.append("no-such-choice")
                 for value in values:
                     self.api(
                         f"{options.__name__}({spec.name}={value!r})",
                         lambda options=options, spec=spec, value=value: options(**{spec.name: value}),
-                        flag.split("/")[0] if spec.name != "dag_weights" else "--dag-weights",
+                        flag_of(spec),
                     )
         self.api("train(dict)", lambda: __import__("plldr_hf.training", fromlist=["train"]).train({"max_steps": 3}),
                  "TrainOptions")  # fmt: skip
@@ -249,7 +263,7 @@ class Probe:
             for streaming in (False, True):
                 options = TrainOptions.from_name(
                     "tiny", output_dir=str(self.work / f"run-{name}-{streaming}"), dataset=[str(path)],
-                    streaming=streaming, max_steps=1, report_to=["none"], no_progress=True,
+                    streaming=streaming, max_steps=1, report_to=["none"], disable_tqdm=True,
                 )  # fmt: skip
                 self.api(f"train on {name} streaming={streaming}", lambda o=options: train(o), name)
 
@@ -285,16 +299,26 @@ class Probe:
         later is probed too), gets NaN, an infinity, -1 (unless negative values mean something: `SIGNED_FLAGS`) and
         0 where its type needs at least 1."""
         from plldr_hf.cli import build_parser
+        from plldr_hf.training.options import flag_of
 
         for path, action in numeric_flags(build_parser()):
             flag = max(action.option_strings, key=len)
             values = ["nan", "inf"]
-            if flag not in SIGNED_FLAGS:
-                values.append("-1")  # no count, size, rate or tolerance is negative
+            own = _option_spec(path, action.dest)
+            means_unset = own is not None and own.metadata.get("unset") == -1  # transformers' "not set"
+            if (
+                flag not in SIGNED_FLAGS
+                and not means_unset
+                and (path[0] != "train" or (own and "min" in own.metadata))
+            ):
+                # no count, size, rate or tolerance is negative (transformers' own fields: their ranges are theirs)
+                values.append("-1")
             if _refuses(action.type, "0") or _option_needs_positive(path, action.dest):
                 values.append("0")  # the flags that need at least 1 say so through the full command line too
+            # a `train` flag is named as the options name it (its first alias, else its dashed spelling)
+            expect = flag_of(own) if own else flag
             for value in values:
-                self.cli(f"{' '.join(path)} {flag} {value}", [*path, flag, value], flag)
+                self.cli(f"{' '.join(path)} {flag} {value}", [*path, flag, value], expect)
         argv = ["train", "agf", "--tiny", "--set", "dropout=Infinity", "--output-dir", self.work / "nf"]
         self.cli("train agf --set non-finite", argv, "--set")
         # the removed `--trainer-arg` names its replacement
@@ -303,26 +327,9 @@ class Probe:
             self.cli(f"{' '.join(path)} --trainer-arg (removed)", argv, "--trainer-arg")
 
     def cli_trainer_fields(self) -> None:
-        """The class: every numeric field of transformers' TrainingArguments / Seq2SeqTrainingArguments, typed as a
-        `train` flag under its own name (`--adam_beta2 nan`), read off transformers' own dataclass (a field added by a
-        newer transformers is probed too); a field that no flag knows; a recipe file that cannot be read."""
-        import transformers
-
-        from plldr_hf.training.options import TrainOptions, TranslationOptions, flag_of
-
-        for family, options in (("pldrllm", TrainOptions), ("agf", TranslationOptions)):
-            specs = {spec.name: spec for spec in dataclasses.fields(options)}
-            parser = transformers.HfArgumentParser(getattr(transformers, options.TRAINER_ARGUMENTS))
-            for action in parser._actions:
-                if action.type not in (int, float) or not action.option_strings:
-                    continue
-                flag = action.option_strings[0]
-                # a field an option covers is checked as that option, and named by its flag
-                option = specs.get(options.TRAINER_FIELDS.get(action.dest, action.dest))
-                expect = flag_of(option) if option is not None else action.dest
-                for value in ("nan", "inf"):
-                    argv = ["train", family, "--tiny", flag, value, "--output-dir", self.work / "tf"]
-                    self.cli(f"train {family} {flag} {value}", argv, expect)
+        """A field that no flag knows; a recipe file that cannot be read. (transformers' own fields are flags of the
+        options' parser, probed with every other numeric flag: `numeric_flags`.)"""
+        for family in ("pldrllm", "agf"):
             argv = ["train", family, "--tiny", "--no_such_field", "1", "--output-dir", self.work / "tf"]
             self.cli(f"train {family} --no_such_field", argv, "--no_such_field")
         for name, content in (("broken", "{"), ("list", "[1]"), ("extends-nothing", '{"extends": "huge"}'),
@@ -1085,7 +1092,7 @@ class Probe:
 
 
 # numeric flags whose negative values mean something (a negative length penalty favours shorter translations)
-SIGNED_FLAGS = {"--length-penalty"}
+SIGNED_FLAGS = {"--length-penalty", "--length_penalty"}
 
 
 def _refuses(convert, value: str) -> bool:
@@ -1096,14 +1103,19 @@ def _refuses(convert, value: str) -> bool:
     return False
 
 
-def _option_needs_positive(path, dest: str) -> bool:
-    """Whether a `train` flag's options field must be above 0 (the dataclass checks it, not the flag's type)."""
+def _option_spec(path, dest: str):
+    """The options field behind a `train` flag (None for other commands)."""
     if not path or path[0] != "train":
-        return False
+        return None
     from plldr_hf.training.options import TrainOptions, TranslationOptions
 
     options = TrainOptions if path[-1] == "pldrllm" else TranslationOptions
-    spec = next((f for f in dataclasses.fields(options) if f.name == dest), None)
+    return next((f for f in dataclasses.fields(options) if f.name == dest), None)
+
+
+def _option_needs_positive(path, dest: str) -> bool:
+    """Whether a `train` flag's options field must be above 0 (the options check it, not the flag's type)."""
+    spec = _option_spec(path, dest)
     return (
         spec is not None
         and spec.metadata.get("min") in (0, 1)
@@ -1113,8 +1125,15 @@ def _option_needs_positive(path, dest: str) -> bool:
 
 
 def numeric_flags(parser, path=()) -> list:
-    """(command path, action) for every flag of every (sub)command whose values are numbers."""
+    """(command path, action) for every flag of every (sub)command whose values are numbers; a `train FAMILY`
+    command's flags are those of its options' parser (every `TrainingArguments` field among them)."""
     found = []
+    if len(path) == 2 and path[0] == "train":
+        from plldr_hf.training import options
+        from plldr_hf_cli.commands.train import options_parser
+
+        options_class = options.TrainOptions if path[1] == "pldrllm" else options.TranslationOptions
+        parser = options_parser(options_class, " ".join(path))
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):
             for name, sub in action.choices.items():

@@ -1,18 +1,19 @@
 """Training pipelines built on the transformers `Trainer` (package-only code; the model files never import it).
 
 - `run`: the one contract of a training run, `train(options) -> RunReport`, for both families;
-- `options`: the options and named presets of both families (`TrainOptions`, `TranslationOptions`);
+- `options`: the options of both families, `TrainingArguments` subclasses (`TrainOptions`, `TranslationOptions`);
+- `field_checks`: the check of one options field (type, range, choices; the message names the flag);
+- `presets`: the recipe files (named sizes and their run settings);
 - `corpus`: the embedded corpora and translation datasets, local files or Hub datasets;
 - `tokenizers`: SentencePiece tokenizers for both families; `preprocessing`: packing and seq2seq features;
-- `recipes`: model configs of the named sizes and the `TrainingArguments` of each family's recipe;
+- `recipes`: the model configs of the named sizes;
 - `causal_lm`: the PLDR-LLM pipeline, with `trainer` (`PldrTrainer`), `callbacks` and `checkpoints`;
 - `dag_loss`: `DagLossCallback`, the DAG regulariser for any `Trainer` (TRL's included), and its `DagSchedule`;
 - `run_data`: a run's data (corpus → tokenizer → model inputs) for both families;
 - `seq2seq`: the AGF pipeline; `translation_trainer`: its `Seq2SeqTrainer` and `evaluate_translation`;
 - `distributed`: FSDP2 settings and sharding helpers.
 
-`run` and `options` import only the standard library; the other submodules import torch and transformers and are
-imported when used (`plldr-hf --help` stays fast).
+The submodules that train import their libraries when used.
 """
 
 from plldr_hf.training.options import TrainOptions, TranslationOptions
@@ -23,7 +24,7 @@ __all__ = ["DagLossCallback", "RunReport", "TrainOptions", "TranslationOptions",
 
 
 def __getattr__(name):
-    # torch-importing names load on first use, so the command line reads this package without torch
+    # the DAG callback's module loads on first use
     if name == "DagLossCallback":
         from plldr_hf.training.dag_loss import DagLossCallback
 

@@ -6,7 +6,7 @@ is one call into the module that owns it, in this order, so a run's options pass
 | step | function | module |
 |---|---|---|
 | resume | `resolve_checkpoint` | `training/checkpoints.py` |
-| recipe: `TrainingArguments`, model config | `causal_lm_recipe` | `training/recipes.py` |
+| model config (the options are the `TrainingArguments`) | `causal_lm_config` | `training/recipes.py` |
 | start: an existing model (`--init-from`, LoRA) or none, the given tokenizer | `starting_point` | `training/start.py` |
 | data: corpus, tokenizer, blocks, collator | `prepare_tokenizer_and_data` | `training/run_data.py` |
 | model | `PldrllmForCausalLM` (or the Llama baseline) | `models/pldrllm/` |
@@ -17,11 +17,9 @@ is one call into the module that owns it, in this order, so a run's options pass
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import logging
 import os
-from dataclasses import asdict
 from pathlib import Path
 
 from plldr_hf.evaluation import perplexity_from_metrics
@@ -30,8 +28,8 @@ from plldr_hf.plots import loss_curves_skipped, plot_loss_curves
 from plldr_hf.training.checkpoints import check_data_unchanged, resolve_checkpoint, train_from
 from plldr_hf.training.data_checks import data_fault_message, is_data_fault
 from plldr_hf.training.options import TrainOptions
-from plldr_hf.training.recipes import causal_lm_recipe, seconds_per_step
-from plldr_hf.training.report import RunReport, collect_warnings
+from plldr_hf.training.recipes import causal_lm_config, seconds_per_step
+from plldr_hf.training.report import RunReport, collect_warnings, run_settings
 from plldr_hf.training.run_data import prepare_tokenizer_and_data
 from plldr_hf.training.start import starting_point, with_lora
 
@@ -75,7 +73,7 @@ def train_causal_lm(options: TrainOptions, *, tokenizer=None, callbacks=()) -> R
     tokenizer object instead of `options.tokenizer` or a trained one.
     """
     with collect_warnings() as warnings:
-        report = _train_causal_lm(options.resolved(), tokenizer, callbacks)
+        report = _train_causal_lm(options, tokenizer, callbacks)
     report.warnings = list(warnings)
     if report.main_process:
         report.save()
@@ -100,9 +98,9 @@ def _train_causal_lm(options: TrainOptions, tokenizer, callbacks) -> RunReport:
     from plldr_hf.training.trainer import DagSchedule, PldrTrainer
 
     if options.init_from and options.block_size is None:
-        options = dataclasses.replace(options, block_size=base_block_size(options.init_from))
+        options.block_size = base_block_size(options.init_from)
         logger.info("blocks of %d tokens, as %s was trained with", options.block_size, options.init_from)
-    checkpoint = resolve_checkpoint(options.resume, options.output_dir, "pldrllm")
+    checkpoint = resolve_checkpoint(options.resume_from_checkpoint, options.output_dir, "pldrllm")
     out = Path(options.output_dir)
     out.mkdir(parents=True, exist_ok=True)
     options_file = out / "run_options.json"
@@ -115,7 +113,7 @@ def _train_causal_lm(options: TrainOptions, tokenizer, callbacks) -> RunReport:
                     f"({previous.get(key)!r} in {options_file})"
                 )
 
-    args, config = causal_lm_recipe(options)
+    args, config = options, causal_lm_config(options)
     start = starting_point(options, tokenizer)
     is_main = args.process_index == 0
     check_data_unchanged(out, options, resuming=checkpoint is not None, is_main=is_main)
@@ -148,7 +146,7 @@ def _train_causal_lm(options: TrainOptions, tokenizer, callbacks) -> RunReport:
         eval_blocks = data.validation.select(range(len(data.validation) - len(data.validation) % per_eval))
         if is_main and checkpoint is None:
             # the working directory resolves the run's relative data paths later (`plldr-hf evaluate` of the model)
-            options_file.write_text(json.dumps({**asdict(options), "working_directory": os.getcwd()}, indent=2))
+            options_file.write_text(json.dumps({**run_settings(options), "working_directory": os.getcwd()}, indent=2))
             # a PldrllmTokenizer writes its SentencePiece model next to it as `tokenizer.model`
             data.tokenizer.save_pretrained(out)
 
@@ -182,7 +180,7 @@ def _train_causal_lm(options: TrainOptions, tokenizer, callbacks) -> RunReport:
     installed = add_run_callbacks(
         trainer,
         clip_by_value=options.clip_by == "value",
-        progress=not options.no_progress,
+        progress=not options.disable_tqdm,
         desc=options.architecture,
         order_parameter_file=out / "order_parameter_init.json" if learned_g else None,
         resumed=checkpoint is not None,
@@ -210,7 +208,7 @@ def _train_causal_lm(options: TrainOptions, tokenizer, callbacks) -> RunReport:
     report = RunReport(
         family="pldrllm",
         output_dir=str(out),
-        options=asdict(options),
+        options=run_settings(options),
         model_class=type(model).__name__,
         parameters=sum(p.numel() for p in model.parameters()),
         vocab_size=len(data.tokenizer),

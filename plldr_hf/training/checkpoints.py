@@ -18,7 +18,7 @@ logger = logging.getLogger(__name__)
 
 __all__ = ["check_checkpoint", "check_data_unchanged", "data_fingerprint", "resolve_checkpoint"]
 
-# spellings of "the newest checkpoint in the output folder" (`--resume` without a value, `resume=True`)
+# spellings of "the newest checkpoint in the output folder" (`--resume` without a value, `resume_from_checkpoint="last"`, `True`)
 _LATEST = ("last", "true", "True")
 
 

@@ -1,6 +1,6 @@
 """Fully sharded data parallel (FSDP2) for both families: one decoder (or encoder) layer per sharding unit.
 
-On GPUs, Trainer / accelerate do the wrapping: `TrainingArguments(fsdp=True, fsdp_config=fsdp_config(model))` (or
+On GPUs, Trainer / accelerate do the wrapping: `TrainOptions(fsdp=True)` sets `fsdp_config=fsdp_config(model)` (or
 `accelerate launch --use_fsdp --fsdp_version 2 --fsdp_transformer_layer_cls_to_wrap PldrllmDecoderLayer ...`), which
 shards every module whose class is in the model's `_no_split_modules` and then the root. accelerate enables FSDP
 only for accelerator devices (its multi-CPU mode is DDP), so on a CPU `shard_model` applies the same policy with
@@ -11,7 +11,7 @@ what the tests do.
 from __future__ import annotations
 
 
-__all__ = ["fsdp_arguments", "fsdp_config", "full_state_dict", "shard_model", "sharding_units"]
+__all__ = ["decoder_layer_classes", "fsdp_config", "full_state_dict", "shard_model", "sharding_units"]
 
 
 def sharding_units(model) -> list:
@@ -53,20 +53,6 @@ def decoder_layer_classes(config) -> list[str]:
     from transformers import LlamaPreTrainedModel
 
     return list(LlamaPreTrainedModel._no_split_modules)
-
-
-def fsdp_arguments(config) -> dict:
-    """The `TrainingArguments` fields that shard the model of `config` with FSDP2: full shard, one decoder layer per
-    unit, full state dict. GPUs only: accelerate shards on accelerator devices, and on CPUs several processes
-    train with DDP."""
-    import torch
-
-    if not torch.cuda.is_available():
-        raise ValueError(
-            "--fsdp needs GPUs: accelerate shards only on accelerator devices, and on CPUs several processes train "
-            "with DDP; drop --fsdp and run under torchrun (gloo)"
-        )
-    return {"fsdp": True, "fsdp_config": fsdp_config(decoder_layer_classes(config))}
 
 
 def shard_model(model, mesh=None, reshard_after_forward: bool = True):

@@ -5,7 +5,7 @@ shape (`--recipe NAME_OR_FILE`, `--size`): `plldr_hf/recipes/FAMILY/NAME.json` h
      "run": the run options it sets}
 
 and a user's file (.json, or .yaml with PyYAML) may add `"extends": NAME` to start from a shipped recipe. The module
-imports only the standard library: the command line reads it without torch (`options.light_module`).
+imports only the standard library (and PyYAML for .yaml recipes).
 """
 
 from __future__ import annotations
@@ -88,7 +88,7 @@ def preset(family: str, name: str) -> dict:
 
 # the options a PLDR-LLM size decides when they are left unset (its recipe); a preset's other run settings apply
 # through `from_name` (and `--tiny`) only
-SIZE_RECIPE = ("block_size", "batch_size", "global_batch_size", "vocab_size", "learning_rate", "max_steps",
+SIZE_RECIPE = ("block_size", "per_device_train_batch_size", "global_batch_size", "vocab_size", "learning_rate", "max_steps",
                "save_steps")  # fmt: skip
 
 

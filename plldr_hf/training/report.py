@@ -13,7 +13,14 @@ from pathlib import Path
 from typing import Any
 
 
-__all__ = ["REPORT_FILE", "RunReport", "collect_warnings"]
+__all__ = ["REPORT_FILE", "RunReport", "collect_warnings", "run_settings"]
+
+
+def run_settings(options) -> dict:
+    """The options as saved beside a run (`run_options.json`, the report): JSON values, tokens masked
+    (`TrainingArguments.to_dict`)."""
+    return json.loads(json.dumps(options.to_dict(), default=str))
+
 
 REPORT_FILE = "train_report.json"
 

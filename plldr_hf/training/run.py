@@ -6,7 +6,7 @@
 | the family's pipeline | `causal_lm.train_causal_lm` (`TrainOptions`), `seq2seq.train_translation` (`TranslationOptions`) |
 | what a run produced | `RunReport` (`training/report.py`), saved as `train_report.json` in the output folder |
 
-`train` resolves the options once, runs the family's pipeline and hands back its `RunReport`: the paths, scores,
+`train` runs the family's pipeline and hands back its `RunReport`: the paths, scores,
 timings and warnings of the run, with the same fields for both families. The command line, the quickstart, the
 examples and the benchmarks read the report instead of files or dicts.
 
@@ -31,7 +31,7 @@ def train(options, *, tokenizer=None, callbacks: Sequence = ()) -> RunReport:
 
     Args:
         options: `TrainOptions` (PLDR-LLM, or its Llama baseline) or `TranslationOptions` (AGF), e.g.
-            `TrainOptions.from_name("tiny", output_dir="runs/tiny")`. Resolved here, once.
+            `TrainOptions.from_name("tiny", output_dir="runs/tiny")`.
         tokenizer: an existing tokenizer object instead of `options.tokenizer` or a trained one.
         callbacks: extra `TrainerCallback`s (e.g. `TimeBudgetCallback`).
 
@@ -39,7 +39,9 @@ def train(options, *, tokenizer=None, callbacks: Sequence = ()) -> RunReport:
         The run's `RunReport` on the main process; on the other processes of a distributed run, a report without
         scores (only the main process evaluates and writes).
     """
-    return pipeline_of(options)(options.resolved(), tokenizer=tokenizer, callbacks=tuple(callbacks))
+    pipeline = pipeline_of(options)
+    options.check()  # values assigned after construction too
+    return pipeline(options, tokenizer=tokenizer, callbacks=tuple(callbacks))
 
 
 def pipeline_of(options):

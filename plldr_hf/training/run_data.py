@@ -62,7 +62,7 @@ def prepare_tokenizer_and_data(options: TrainOptions, tokenizer=None, load_saved
         )
         train_docs, validation_docs, tokenizer_docs = corpus["train"], corpus["validation"], corpus["train"]
     saved = Path(options.output_dir, "tokenizer.json")
-    if tokenizer is None and (options.resume or load_saved) and saved.exists():
+    if tokenizer is None and (options.resume_from_checkpoint or load_saved) and saved.exists():
         tokenizer = AutoTokenizer.from_pretrained(options.output_dir)
     elif tokenizer is None:
         logger.info("training a %d-piece SentencePiece unigram tokenizer", options.vocab_size)

@@ -5,7 +5,7 @@ is one call into the module that owns it, in this order, so a run's options pass
 
 | step | function | module |
 |---|---|---|
-| recipe: `Seq2SeqTrainingArguments`, model config | `translation_recipe` | `training/recipes.py` |
+| model config (the options are the `Seq2SeqTrainingArguments`) | `agf_config` | `training/recipes.py` |
 | resume | `resolve_checkpoint` | `training/checkpoints.py` |
 | start: an existing model (`--init-from`, LoRA) or none, the given tokenizer | `starting_point` | `training/start.py` |
 | data: splits, joint tokenizer, tokenised pairs | `prepare_translation_data` | `training/run_data.py` |
@@ -33,7 +33,6 @@ Runs unchanged under `torchrun` / `accelerate launch`: data and tokenizer are pr
 from __future__ import annotations
 
 import logging
-from dataclasses import asdict
 from pathlib import Path
 
 from transformers import (
@@ -48,8 +47,8 @@ from plldr_hf.plots import loss_curves_skipped, plot_loss_curves
 from plldr_hf.training.callbacks import TestScoresCallback, add_run_callbacks
 from plldr_hf.training.checkpoints import check_data_unchanged, resolve_checkpoint, train_from
 from plldr_hf.training.options import TranslationOptions
-from plldr_hf.training.recipes import seconds_per_step, translation_recipe
-from plldr_hf.training.report import RunReport, collect_warnings
+from plldr_hf.training.recipes import agf_config, seconds_per_step
+from plldr_hf.training.report import RunReport, collect_warnings, run_settings
 from plldr_hf.training.run_data import prepare_translation_data
 from plldr_hf.training.start import starting_point, with_lora
 from plldr_hf.training.translation_trainer import (
@@ -88,7 +87,7 @@ def train_translation(options: TranslationOptions, *, tokenizer=None, callbacks=
         sacrebleu signatures) are saved in the output folder.
     """
     with collect_warnings() as warnings:
-        report = _train_translation(options.resolved(), tokenizer, callbacks)
+        report = _train_translation(options, tokenizer, callbacks)
     report.warnings = list(warnings)
     if report.main_process:
         report.save()
@@ -96,8 +95,11 @@ def train_translation(options: TranslationOptions, *, tokenizer=None, callbacks=
 
 
 def _train_translation(options: TranslationOptions, tokenizer, callbacks) -> RunReport:
-    args, config = translation_recipe(options)
-    checkpoint = resolve_checkpoint(options.resume, args.output_dir, "agf")
+    args = options
+    config = agf_config(
+        options.size, options.position_encoding, options.pcmv, options.label_smoothing, **options.model_overrides
+    )
+    checkpoint = resolve_checkpoint(options.resume_from_checkpoint, args.output_dir, "agf")
     start = starting_point(options, tokenizer)
     set_seed(args.seed)
     out = Path(args.output_dir)
@@ -191,7 +193,7 @@ def _train_translation(options: TranslationOptions, tokenizer, callbacks) -> Run
     report = RunReport(
         family="agf",
         output_dir=str(out),
-        options=asdict(options),
+        options=run_settings(options),
         model_class=type(model).__name__,
         parameters=model.num_parameters(),
         vocab_size=len(data.tokenizer),

@@ -1,5 +1,6 @@
 """`plldr-hf train agf`, `plldr-hf evaluate` and `plldr-hf translate`, run in-process on CPU with tiny settings."""
 
+import dataclasses
 import io
 import json
 import re
@@ -24,21 +25,21 @@ def trained(tmp_path_factory):
 
 def test_help_lists_the_translation_commands(capsys):
     from plldr_hf.models.agf.configuration_agf import POSITION_ENCODINGS
+    from plldr_hf.training.options import TranslationOptions
+    from plldr_hf_cli.commands.train import options_of
 
-    parser = build_parser()
     with pytest.raises(SystemExit):
-        parser.parse_args(["train", "agf", "--help"])
+        main(["train", "agf", "--help"])
     text = capsys.readouterr().out
     for flag in ("--position", "--pcmv", "--dataset", "--max-steps", "--resume", "--tiny"):
         assert flag in text
-    args = parser.parse_args(["train", "agf", "--position", "kerple_log", "--pcmv", "--dataset", "a.jsonl", "b.jsonl"])
-    assert (args.position_encoding, args.pcmv, args.dataset) == ("kerple_log", True, ["a.jsonl", "b.jsonl"])
-    # the CLI reads the registry's names (without torch, plldr_hf_cli.arguments.load_light_module)
-    from plldr_hf_cli.commands.train.agf import POSITION_ENCODINGS as CLI_CHOICES
-
-    assert CLI_CHOICES == tuple(POSITION_ENCODINGS)
+    options = options_of("agf", ["--position", "kerple_log", "--pcmv", "--dataset", "a.jsonl", "b.jsonl"])[0]
+    assert (options.position_encoding, options.pcmv, options.dataset) == ("kerple_log", True, ["a.jsonl", "b.jsonl"])
+    # the options take the registry's names
+    position = next(spec for spec in dataclasses.fields(TranslationOptions) if spec.name == "position_encoding")
+    assert position.metadata["choices"] == tuple(POSITION_ENCODINGS)
     with pytest.raises(SystemExit):
-        parser.parse_args(["train"])
+        build_parser().parse_args(["train"])
     assert "FAMILY" in capsys.readouterr().err
 
 
@@ -131,15 +132,19 @@ def _write_wmt17_copy(folder, pairs_by_split):
 
 
 def test_wmt17_recipe_offline_from_a_local_copy_of_the_hub_dataset(tmp_path, libreoffice_pairs):
-    from plldr_hf_cli.commands.train.agf import options_from
+    from plldr_hf_cli.commands.train import options_of
 
     # the recipe a GPU user runs: base size, WMT-sized vocabulary, ~8k-token batches, beam 4 with length penalty
-    parser = build_parser()
-    opts = options_from(parser.parse_args(["train", "agf", "--dataset", "wmt17", "--size", "base"]))
-    assert (opts.size, opts.vocab_size, opts.batch_size, opts.warmup_steps) == ("base", 32000, 256, 4000)
+    opts = options_of("agf", ["--dataset", "wmt17", "--size", "base"])[0]
+    assert (opts.size, opts.vocab_size, opts.per_device_train_batch_size, opts.warmup_steps) == (
+        "base",
+        32000,
+        256,
+        4000,
+    )
     assert (opts.num_beams, opts.length_penalty) == (4, 0.6)
     # an explicit flag still wins over the dataset's defaults
-    assert options_from(parser.parse_args(["train", "agf", "--dataset", "wmt17", "--num-beams", "2"])).num_beams == 2
+    assert options_of("agf", ["--dataset", "wmt17", "--num-beams", "2"])[0].num_beams == 2
 
     train = libreoffice_pairs[:1200]
     copy = tmp_path / "wmt17"

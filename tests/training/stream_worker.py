@@ -50,16 +50,16 @@ def main(argv) -> int:
         streaming=True,
         max_train_documents=None,
         block_size=64,
-        batch_size=4,
+        per_device_train_batch_size=4,
         max_steps=16,
         save_steps=6,
         save_total_limit=None,
         eval_steps=0,
         logging_steps=1,
         vocab_size=512,
-        resume="last" if "--resume" in argv else None,
+        resume_from_checkpoint="last" if "--resume" in argv else None,
         report_to=["none"],
-        no_progress=True,
+        disable_tqdm=True,
     )
     train(options, callbacks=[KillAt(kill_at)] if kill_at is not None else [])
     rank = int(os.environ.get("RANK", "0"))

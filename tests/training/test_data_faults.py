@@ -73,7 +73,7 @@ def test_a_stream_too_small_for_one_validation_block_is_named(tmp_path):
     path = tmp_path / "tiny.txt"
     path.write_text("to be or not to be\n")
     options = TrainOptions.from_name("tiny", output_dir=str(tmp_path / "run"), dataset=[str(path)], streaming=True,
-                                     max_steps=1, report_to=["none"], no_progress=True)  # fmt: skip
+                                     max_steps=1, report_to=["none"], disable_tqdm=True)  # fmt: skip
     with pytest.raises(ValueError, match=r"tiny\.txt.*not one block of 64"):
         train(options)
 
@@ -87,6 +87,6 @@ def test_a_streamed_file_damaged_past_its_start_is_named(tmp_path):
     (folder / "validation.jsonl").write_bytes(lines[:30_000])
     options = TrainOptions.from_name("tiny", output_dir=str(tmp_path / "run"), dataset=[str(folder)], streaming=True,
                                      tokenizer_sample_documents=200, max_steps=50, eval_steps=0,
-                                     report_to=["none"], no_progress=True)  # fmt: skip
+                                     report_to=["none"], disable_tqdm=True)  # fmt: skip
     with pytest.raises(ValueError, match=r"train\.jsonl\.gz is damaged or truncated \(EOFError"):
         train(options)

@@ -14,7 +14,7 @@ from plldr_hf.training.preprocessing import pack_into_blocks
 from plldr_hf.training.translation_trainer import evaluate_translation
 
 
-QUIET = dict(report_to=["none"], no_progress=True)
+QUIET = dict(report_to=["none"], disable_tqdm=True)
 
 
 @pytest.fixture(scope="module")
@@ -80,11 +80,11 @@ def test_pldrllm_fine_tunes_from_a_saved_folder(pldr_base, user_text, tmp_path, 
 
 def test_init_from_refuses_what_cannot_work(pldr_base, tmp_path):
     with pytest.raises(ValueError, match="--lora-r adapts an existing model"):
-        TrainOptions(lora_r=4).resolved()
+        TrainOptions(lora_r=4)
     with pytest.raises(ValueError, match="drop --tokenizer"):
-        TrainOptions(init_from=str(pldr_base), tokenizer=str(pldr_base)).resolved()
+        TrainOptions(init_from=str(pldr_base), tokenizer=str(pldr_base))
     with pytest.raises(ValueError, match="llama baseline trains from scratch"):
-        TrainOptions(init_from=str(pldr_base), architecture="llama").resolved()
+        TrainOptions(init_from=str(pldr_base), architecture="llama")
     with pytest.raises(ValueError, match="exceeds the 64 positions"):
         train(TrainOptions.from_name("tiny", output_dir=str(tmp_path), init_from=str(pldr_base), block_size=128))
     with pytest.raises(ValueError, match="this command needs an AGF|holds a 'pldrllm' model"):
@@ -94,7 +94,9 @@ def test_init_from_refuses_what_cannot_work(pldr_base, tmp_path):
 @pytest.fixture(scope="module")
 def agf_base(tmp_path_factory):
     out = tmp_path_factory.mktemp("agf_base")
-    train(TranslationOptions.from_name("tiny", output_dir=str(out), max_steps=20, test_splits=(), cpu=True, **QUIET))
+    train(
+        TranslationOptions.from_name("tiny", output_dir=str(out), max_steps=20, test_splits=(), use_cpu=True, **QUIET)
+    )
     return out
 
 
@@ -129,7 +131,7 @@ def test_agf_fine_tunes_from_a_saved_folder(agf_base, user_pairs, tmp_path, lora
         max_steps=80,
         learning_rate=1e-2 if lora_r is None else 2e-2,
         test_splits=("test",),
-        cpu=True,
+        use_cpu=True,
         **QUIET,
     )
     report = train(options)

@@ -7,10 +7,8 @@ import pytest
 
 from plldr_hf.training import TrainOptions, TranslationOptions
 from plldr_hf.training.presets import PRESETS, RECIPE_FOLDER, preset
-from plldr_hf.training.recipes import causal_lm_recipe
-from plldr_hf_cli import build_parser, parse_args
-from plldr_hf_cli.commands.train import agf as agf_command
-from plldr_hf_cli.commands.train import pldrllm as pldrllm_command
+from plldr_hf.training.recipes import causal_lm_config
+from plldr_hf_cli.commands.train import options_of
 
 
 def test_shipped_recipes_are_the_files():
@@ -26,13 +24,12 @@ def test_shipped_recipes_are_the_files():
 
 
 def test_recipe_flag_and_tiny_are_one_thing(tmp_path):
-    parser = build_parser()
-    tiny = pldrllm_command.options_from(parse_args(parser, ["train", "pldrllm", "--tiny"]))
-    named = pldrllm_command.options_from(parse_args(parser, ["train", "pldrllm", "--recipe", "tiny"]))
+    tiny = options_of("pldrllm", ["--tiny"])[0]
+    named = options_of("pldrllm", ["--recipe", "tiny"])[0]
     assert tiny == named and named.max_train_documents == 2000
     with pytest.raises(ValueError, match="--tiny is --recipe tiny"):
-        pldrllm_command.options_from(parse_args(parser, ["train", "pldrllm", "--tiny", "--recipe", "mini"]))
-    agf = agf_command.options_from(parse_args(parser, ["train", "agf", "--recipe", "tiny", "--max-steps", "3"]))
+        options_of("pldrllm", ["--tiny", "--recipe", "mini"])[0]
+    agf = options_of("agf", ["--recipe", "tiny", "--max-steps", "3"])[0]
     assert (agf.size, agf.max_steps, agf.vocab_size) == ("tiny", 3, 300)
 
 
@@ -45,16 +42,15 @@ def test_a_user_recipe_file_extends_a_shipped_one(tmp_path):
              "run": {"block_size": 512, "max_steps": 5}}
         )
     )  # fmt: skip
-    args = parse_args(build_parser(), ["train", "pldrllm", "--recipe", str(path), "--max-steps", "4"])
-    options = pldrllm_command.options_from(args).resolved()
+    options = options_of("pldrllm", ["--recipe", str(path), "--max-steps", "4"])[0]
     assert (options.size, options.block_size, options.max_steps, options.max_train_documents) == (
         str(path), 512, 4, 2000
     )  # fmt: skip
-    _, config = causal_lm_recipe(options)
+    config = causal_lm_config(options)
     assert (config.num_reslayerA, config.A_dff, config.head_dim, config.hidden_size) == (8, 170, 64, 64)
     assert config.max_position_embeddings == 512
     # the same file as a --size: its model, and the size-decided run settings (blocks, steps) left unset
-    as_size = TrainOptions(size=str(path)).resolved()
+    as_size = TrainOptions(size=str(path))
     assert (as_size.block_size, as_size.max_steps, as_size.max_train_documents) == (512, 5, None)
 
 

@@ -12,7 +12,7 @@ from plldr_hf.training import TrainOptions, train
 from plldr_hf.training.corpus import embedded_data_path
 
 
-QUIET = dict(report_to=["none"], no_progress=True)
+QUIET = dict(report_to=["none"], disable_tqdm=True)
 
 
 @pytest.fixture(scope="module")
@@ -37,7 +37,7 @@ def run(tmp_path_factory):
 def _resume(options, **changes):
     import dataclasses
 
-    return train(dataclasses.replace(options, resume="last", max_steps=3, **changes))
+    return train(dataclasses.replace(options, resume_from_checkpoint="last", max_steps=3, **changes))
 
 
 def test_resume_over_added_removed_or_rewritten_files_is_refused_with_the_difference(run, tmp_path):

@@ -1,4 +1,4 @@
-"""One contract for a training run: `train(options) -> RunReport` for both families, options resolved once."""
+"""One contract for a training run: `train(options) -> RunReport` for both families."""
 
 import dataclasses
 import json
@@ -10,32 +10,59 @@ from plldr_hf.models import FAMILIES
 from plldr_hf.training import RunReport, TrainOptions, TranslationOptions, train
 
 
-def test_both_option_classes_share_the_names_and_types_of_shared_settings():
-    # the same value type; `| None` where one family derives the value when it is not given (PLDR-LLM: from the
-    # size; AGF: the output folder from the position encoding, the step count from the epochs)
-    def value_type(spec):
-        return spec.type.removesuffix(" | None")
+def test_the_options_are_transformers_training_arguments():
+    """Each family's options are a `TrainingArguments` subclass (AGF: `Seq2SeqTrainingArguments`): the Trainer gets
+    them as they are, and a setting shared by the families has one name and type (transformers' where it has one)."""
+    import types
+    import typing
 
-    shared = {f.name: value_type(f) for f in dataclasses.fields(TrainOptions)}
-    other = {f.name: value_type(f) for f in dataclasses.fields(TranslationOptions)}
-    assert len(set(shared) & set(other)) >= 18
-    for name in set(shared) & set(other):
-        assert shared[name] == other[name], name
-    for name in ("gradient_accumulation_steps", "resume", "report_to", "seed", "output_dir", "no_progress", "bf16"):
-        assert name in shared and name in other, name
-    assert TrainOptions().resume == TranslationOptions().resume is None
+    from transformers import Seq2SeqTrainingArguments, TrainingArguments
 
+    assert issubclass(TrainOptions, TrainingArguments) and issubclass(TranslationOptions, Seq2SeqTrainingArguments)
 
-def test_options_are_resolved_once():
+    def value_type(hint):  # the type without `| None` (a family derives the value when it is not given)
+        arms = typing.get_args(hint) if typing.get_origin(hint) in (typing.Union, types.UnionType) else (hint,)
+        return {arm for arm in arms if arm is not type(None)}
+
+    shared, other = typing.get_type_hints(TrainOptions), typing.get_type_hints(TranslationOptions)
+    ours = {f.name for f in dataclasses.fields(TrainOptions)} - {f.name for f in dataclasses.fields(TrainingArguments)}
+    assert len(ours & set(other)) >= 6  # the model and data settings both families have
+    for name in (
+        *(ours & set(other)),
+        "per_device_train_batch_size",
+        "resume_from_checkpoint",
+        "report_to",
+        "seed",
+        "disable_tqdm",
+        "bf16",
+    ):
+        assert value_type(shared[name]) == value_type(other[name]), name
+    assert TrainOptions().resume_from_checkpoint == TranslationOptions().resume_from_checkpoint is None
+    # the recipe's values are the arguments' own: no second mapping between options and arguments
     options = TrainOptions.from_name("tiny", output_dir="unused")
-    resolved = options.resolved()
-    assert not options.is_resolved and resolved.is_resolved and resolved is not options
-    assert resolved.resolved() is resolved  # a second resolution is no work and no copy
-    assert dataclasses.replace(resolved, max_steps=3).is_resolved is False  # a changed copy is checked again
-    translation = TranslationOptions.from_name("tiny").resolved()
-    assert translation.output_dir == "runs/agf-agf" and translation.resolved() is translation
+    assert (options.adam_beta2, options.weight_decay, options.lr_scheduler_type.value) == (
+        0.95,
+        0.1,
+        "cosine_with_min_lr",
+    )
+    assert (options.max_grad_norm, options.per_device_eval_batch_size, options.data_seed) == (0.0, 8, 0)
+    translation = TranslationOptions.from_name("tiny")
+    assert translation.output_dir == "runs/agf-agf" and translation.predict_with_generate
+    assert (translation.adam_beta2, translation.adam_epsilon, translation.lr_scheduler_type.value) == (
+        0.98, 1e-9, "inverse_sqrt"
+    )  # fmt: skip
     with pytest.raises(ValueError, match="--wmt17-dir: .* is not a folder"):
-        TranslationOptions(dataset=["wmt17"], wmt17_dir="/no/such/folder").resolved()
+        TranslationOptions(dataset=["wmt17"], wmt17_dir="/no/such/folder")
+
+
+@pytest.mark.parametrize("old, new", [("batch_size", "per_device_train_batch_size"), ("no_progress", "disable_tqdm"),
+                                      ("resume", "resume_from_checkpoint"), ("epochs", "num_train_epochs")])  # fmt: skip
+def test_a_renamed_option_names_its_new_name(old, new):
+    options = TranslationOptions if old == "epochs" else TrainOptions
+    with pytest.raises(TypeError, match=f"{options.__name__}\\({old}=...\\): renamed; give {new}"):
+        options(**{old: 1})
+    with pytest.raises(ValueError, match=f"has no field {old}; renamed: give {new}"):
+        options.from_name("tiny", **{old: 1})
 
 
 def test_one_train_serves_the_pldrllm_family_and_reports_in_its_fields(tmp_path):
@@ -48,7 +75,7 @@ def test_one_train_serves_the_pldrllm_family_and_reports_in_its_fields(tmp_path)
         max_train_documents=300,
         vocab_size=4000,  # more than 300 documents offer: the tokenizer warns, and the report keeps the warning
         report_to=["none"],
-        no_progress=True,
+        disable_tqdm=True,
     )
     report = train(options)
     assert isinstance(report, RunReport) and report.family == "pldrllm" and report.main_process
@@ -87,19 +114,18 @@ def test_train_dispatches_on_the_options_class():
     assert {TrainOptions.FAMILY, TranslationOptions.FAMILY} == set(FAMILIES)
 
 
-def test_the_110m_size_is_the_papers_run_and_its_global_batch_holds_on_any_process_count():
-    from plldr_hf.training.recipes import gradient_accumulation
-
-    options = TrainOptions(size="110m").resolved()
+def test_the_110m_size_is_the_papers_run_and_its_global_batch_holds_on_any_process_count(monkeypatch):
+    options = TrainOptions(size="110m")
     # batches of 32 sequences of 1,024 tokens, about 8B tokens (arXiv 2410.16703, abstract)
     assert (options.block_size, options.global_batch_size, options.max_steps) == (1024, 32, 244_141)
     assert abs(options.global_batch_size * options.block_size * options.max_steps - 8e9) < 32 * 1024
-    assert [gradient_accumulation(options, processes) for processes in (1, 2)] == [2, 1]
+    assert options.gradient_accumulation_steps == 2
+    assert [options._accumulation(processes) for processes in (1, 2)] == [2, 1]
     with pytest.raises(ValueError, match="not a multiple of --batch-size 16 x 4 process"):
-        gradient_accumulation(options, 4)
+        options._accumulation(4)
     # without a global batch the accumulation is the option's, and a size without steps runs 100
-    assert gradient_accumulation(TrainOptions(size="mini", gradient_accumulation_steps=3).resolved(), 2) == 3
-    assert TrainOptions(size="mini").resolved().max_steps == 100
+    assert TrainOptions(size="mini", gradient_accumulation_steps=3).gradient_accumulation_steps == 3
+    assert TrainOptions(size="mini").max_steps == 100
 
 
 @pytest.mark.parametrize(

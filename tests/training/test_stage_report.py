@@ -8,7 +8,7 @@ from plldr_hf.training import TrainOptions, train
 
 def test_a_run_reports_the_stages_and_the_real_text_calibration(tmp_path):
     options = TrainOptions.from_name(
-        "tiny", output_dir=str(tmp_path), max_steps=20, eval_steps=10, report_to=["none"], no_progress=True
+        "tiny", output_dir=str(tmp_path), max_steps=20, eval_steps=10, report_to=["none"], disable_tqdm=True
     )
     report = train(options)
     logged = [entry for entry in report.log_history if "stage_relative_G_LM" in entry]

@@ -92,19 +92,19 @@ def test_streamed_training_packs_like_the_in_memory_path_and_reports_tokens_seen
         streaming=True,
         max_train_documents=None,
         block_size=64,
-        batch_size=4,
+        per_device_train_batch_size=4,
         max_steps=6,
         eval_steps=0,
         logging_steps=1,
         report_to=["none"],
-        no_progress=True,
+        disable_tqdm=True,
     )
     report = train(options)
     assert report.train_examples is None and report.global_step == 6 and report.scores["validation"]["blocks"] > 0
     tokens = [entry["num_input_tokens_seen"] for entry in report.log_history if "loss" in entry]
     assert tokens == [64 * 4 * step for step in range(1, 7)]
     # the stream's blocks are those of the in-memory packing of the same documents (1,000 documents at a time)
-    data = prepare_tokenizer_and_data(options.resolved(), report.tokenizer)
+    data = prepare_tokenizer_and_data(options, report.tokenizer)
     documents = Dataset.from_parquet(data_files := str(shards / "shard-0.parquet"))
     expected = pack_into_blocks(documents, report.tokenizer, 64)["input_ids"]
     assert [row["input_ids"] for row in data.train] == expected, data_files

@@ -399,10 +399,10 @@ def test_resume_continues_the_same_loss_trajectory(tmp_path):
 
 
 def test_reference_schedule_is_warmup_then_cosine_to_ten_percent(tmp_path):
-    from plldr_hf.training.recipes import reference_training_arguments
+    from plldr_hf.training.options import TrainOptions
 
-    args = reference_training_arguments(
-        str(tmp_path), max_steps=50, warmup_steps=10, learning_rate=1e-3, report_to="none", use_cpu=True
+    args = TrainOptions(
+        output_dir=str(tmp_path), max_steps=50, warmup_steps=10, learning_rate=1e-3, report_to=["none"], use_cpu=True
     )
     assert (args.adam_beta1, args.adam_beta2, args.adam_epsilon, args.weight_decay) == (0.9, 0.95, 1e-5, 0.1)
     assert args.max_grad_norm == 0.0  # clipping by value, in ClipGradValueCallback

@@ -15,7 +15,7 @@ import torch
 from safetensors import safe_open
 from transformers import AutoModelForCausalLM, TrainingArguments
 
-from plldr_hf.training.distributed import fsdp_arguments, fsdp_config, sharding_units
+from plldr_hf.training.distributed import fsdp_config, sharding_units
 from tests.ddp_one_step import tiny_model
 from tests.fsdp_one_step import one_step_reference
 from tests.utils import REPO_ROOT, assert_close, tiny_agf
@@ -72,14 +72,12 @@ def test_trainer_fsdp_config_shards_one_layer_per_unit():
 
 def test_fsdp_flag_sets_the_trainer_configuration_or_names_why_not(tmp_path, monkeypatch):
     from plldr_hf.training.options import TrainOptions
-    from plldr_hf.training.recipes import causal_lm_recipe, llama_config_like, pldrllm_config
 
-    args, _ = causal_lm_recipe(TrainOptions(output_dir=str(tmp_path)).resolved())
-    assert not args.fsdp
+    assert not TrainOptions(output_dir=str(tmp_path)).fsdp
     with pytest.raises(ValueError, match="--fsdp needs GPUs"):
-        causal_lm_recipe(TrainOptions(output_dir=str(tmp_path), fsdp=True).resolved())
+        TrainOptions(output_dir=str(tmp_path), fsdp=True)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    pldr = pldrllm_config("tiny", 512)
-    for config, unit in ((pldr, "PldrllmDecoderLayer"), (llama_config_like(pldr), "LlamaDecoderLayer")):
-        fields = fsdp_arguments(config)
-        assert fields["fsdp"] is True and fields["fsdp_config"]["transformer_layer_cls_to_wrap"] == [unit]
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda: False)
+    for architecture, unit in (("pldrllm", "PldrllmDecoderLayer"), ("llama", "LlamaDecoderLayer")):
+        options = TrainOptions(output_dir=str(tmp_path), fsdp=True, architecture=architecture, use_cpu=True)
+        assert options.fsdp and options.fsdp_config["transformer_layer_cls_to_wrap"] == [unit]

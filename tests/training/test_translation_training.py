@@ -13,7 +13,6 @@ from plldr_hf.evaluation import token_accuracy_counts
 from plldr_hf.training.corpus import load_translation_dataset, take_subset
 from plldr_hf.training.options import TranslationOptions
 from plldr_hf.training.preprocessing import preprocess_translation
-from plldr_hf.training.recipes import translation_arguments_of, translation_training_arguments
 from plldr_hf.training.run import RunReport, train
 from plldr_hf.training.tokenizers import train_joint_tokenizer
 from plldr_hf.training.translation_trainer import (
@@ -120,29 +119,25 @@ def test_joint_tokenizer_round_trip(libreoffice, tmp_path, model):
 
 
 def test_training_arguments_guards(tmp_path):
-    options = TranslationOptions(output_dir=str(tmp_path), trainer_args={"label_smoothing_factor": 0.1})
-    with pytest.raises(ValueError, match="smooth the loss twice"):
-        train(options)
+    with pytest.raises(
+        ValueError, match="--label_smoothing_factor 0.1: the model computes its own loss; set --label-smoothing"
+    ):
+        TranslationOptions(output_dir=str(tmp_path), label_smoothing_factor=0.1)
     with pytest.raises(FileNotFoundError, match="no checkpoint"):
-        train(TranslationOptions(output_dir=str(tmp_path / "empty"), resume=True))
+        train(TranslationOptions(output_dir=str(tmp_path / "empty"), resume_from_checkpoint="last"))
     # named when the options are made, before any data is read
-    with pytest.raises(ValueError, match="trainer_args no_such_argument: Seq2SeqTrainingArguments has no such field"):
-        TranslationOptions(output_dir=str(tmp_path), trainer_args={"no_such_argument": 1})
-    # a value transformers refuses is one line too
-    with pytest.raises(ValueError, match="no_such_optimizer is not a valid OptimizerNames"):
-        translation_arguments_of(
-            TranslationOptions(output_dir=str(tmp_path), trainer_args={"optim": "no_such_optimizer"})
-        )
+    with pytest.raises(TypeError, match="no_such_argument"):
+        TranslationOptions(output_dir=str(tmp_path), no_such_argument=1)
+    with pytest.raises(ValueError, match="--optim: must be one of .*, got 'no_such_optimizer'"):
+        TranslationOptions(output_dir=str(tmp_path), optim="no_such_optimizer")
 
 
 def test_options_own_the_defaults_of_the_training_arguments(tmp_path):
-    # one owner of each default: the recipe's TrainingArguments take them from TranslationOptions
-    options = TranslationOptions(output_dir=str(tmp_path))
-    args = translation_arguments_of(options)
+    # one owner of each default: the options are the Seq2SeqTrainingArguments, with the recipe's defaults
+    args = TranslationOptions(output_dir=str(tmp_path))
     assert (args.per_device_train_batch_size, args.learning_rate, args.warmup_steps) == (32, 5e-4, 1000)
-    plain = translation_training_arguments(tmp_path)
-    for name in ("per_device_train_batch_size", "learning_rate", "warmup_steps", "eval_steps", "num_train_epochs"):
-        assert getattr(plain, name) == getattr(args, name), name
+    assert (args.adam_beta2, args.adam_epsilon, args.max_grad_norm, args.num_train_epochs) == (0.98, 1e-9, 1.0, 10.0)
+    assert args.predict_with_generate and args.generation_num_beams == 1 and args.max_steps == -1
     tiny = TranslationOptions.from_name("tiny", pcmv=True)
     assert (tiny.size, tiny.max_steps, tiny.vocab_size, tiny.pcmv) == ("tiny", 30, 300, True)
     with pytest.raises(ValueError, match="no field"):
@@ -174,9 +169,9 @@ def test_seq2seq_trainer_30_steps_end_to_end(tmp_path):
         pcmv=True,
         max_eval_samples=24,
         max_test_samples=24,
-        eval_batch_size=16,
-        cpu=True,
-        no_progress=True,
+        per_device_eval_batch_size=16,
+        use_cpu=True,
+        disable_tqdm=True,
         out_of_domain_test=True,  # --gnome-test: the embedded out-of-domain pairs too
     )
     assert (options.max_steps, options.max_source_length, options.vocab_size) == (30, length, 300)
@@ -316,7 +311,7 @@ def test_train_agf_on_user_pairs_scores_only_their_splits(tmp_path):
     pairs["test"].select(range(8)).to_json(folder / "test.jsonl")
     pairs["test"].select(range(8, 14)).to_json(tmp_path / "extra.jsonl")
     common = dict(dataset=[str(folder), f"news={tmp_path / 'extra.jsonl'}"], max_steps=2, eval_steps=2,
-                  save_steps=2, cpu=True, no_progress=True, report_to=["none"])  # fmt: skip
+                  save_steps=2, use_cpu=True, disable_tqdm=True, report_to=["none"])  # fmt: skip
     run = train(TranslationOptions.from_name("tiny", output_dir=str(tmp_path / "run"), **common))
     assert sorted(run.scores) == ["news", "test"]
     assert (run.scores["test"]["segments"], run.scores["news"]["segments"]) == (8, 6)

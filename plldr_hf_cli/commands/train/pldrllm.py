@@ -1,56 +1,22 @@
-"""`plldr-hf train pldrllm`: the PLDR-LLM causal LM's flags and summary (`plldr_hf.training.causal_lm` trains it).
+"""`plldr-hf train pldrllm`: the PLDR-LLM causal LM's command (`plldr_hf.training.causal_lm` trains it).
 
-The flags are generated from `plldr_hf.training.options.TrainOptions` (one per field, with the help and checks in the
-field's metadata; `plldr_hf_cli.arguments.add_option_flags`, shared with `train agf`), so an option and its default
-are written once. That module imports only the standard library and is loaded here without importing `plldr_hf`
-(which imports torch): `--help` and usage errors stay fast. The run itself is the command path of every family
+The flags are the fields of `plldr_hf.training.options.TrainOptions`, a `TrainingArguments` subclass, read by
+transformers' `HfArgumentParser`. The run itself is the command path of every family
 (`plldr_hf_cli/commands/train/__init__.py`).
 """
 
-import argparse
-
-from plldr_hf_cli.arguments import add_option_flags, add_recipe_flags, load_light_module, options_from_args, recipe_of
-from plldr_hf_cli.output import add_overwrite_flag
-
-
-def load_options_module():
-    """`plldr_hf.training.options`, without importing torch (`plldr_hf_cli.arguments.load_light_module`)."""
-    return load_light_module("plldr_hf.training.options")
-
-
-def register(families):
-    parser = families.add_parser(
-        "pldrllm",
-        help="PLDR-LLM causal language model (Power Law Graph Attention)",
-        description=(
-            "Train a PLDR-LLM from scratch, or fine-tune one (--init-from, whole or with --lora-r), on the embedded "
-            "Shakespeare corpus, local text files or a Hugging Face dataset, with the reference recipe (AdamW 0.9/0.95, eps 1e-5, weight decay 0.1, clipping 1.0, warm-up "
-            "then cosine to 10%) and the optional DAG regulariser. Writes checkpoints, the final model and "
-            "tokenizer, loss_curves.png and train_report.json (validation perplexity, order parameter) to "
-            "--output-dir. Runs unchanged under `torchrun` and `accelerate launch`."
-        ),
-    )
-    add_arguments(parser)
-    return parser
-
-
-def add_arguments(parser) -> None:
-    """Adds the `train pldrllm` flags (one per `TrainOptions` field), `--recipe` and `--tiny` to an argparse parser."""
-    options = load_options_module()
-    add_recipe_flags(parser, options.TrainOptions)
-    add_option_flags(parser, options.TrainOptions)
-    add_overwrite_flag(parser, "--output-dir")
-
-
-def options_class():
-    """The options dataclass of this family's runs."""
-    return load_options_module().TrainOptions
-
-
-def options_from(args: argparse.Namespace):
-    """`TrainOptions` from parsed flags: the field defaults or the recipe (`--recipe`, `--tiny`), then every flag
-    given."""
-    return options_from_args(args, load_options_module().TrainOptions, recipe_of(args))
+OPTIONS = "TrainOptions"
+DESCRIPTION = dict(
+    help="PLDR-LLM causal language model (Power Law Graph Attention)",
+    description=(
+        "Train a PLDR-LLM from scratch, or fine-tune one (--init-from, whole or with --lora-r), on the embedded "
+        "Shakespeare corpus, local text files or a Hugging Face dataset, with the reference recipe (AdamW 0.9/0.95, "
+        "eps 1e-5, weight decay 0.1, clipping 1.0, warm-up then cosine to 10%) and the optional DAG regulariser. "
+        "Writes checkpoints, the final model and tokenizer, loss_curves.png and train_report.json (validation "
+        "perplexity, order parameter) to --output-dir. Runs unchanged under `torchrun` and `accelerate launch`."
+    ),
+)
+default_recipe = None
 
 
 def _sig(value) -> str:

@@ -4,6 +4,7 @@ Every check compares the model with a reference: an independent formula, the eag
 run, or a reloaded copy. Tiny configs (vocab 99, d_model 32, 2 + 2 layers, 4 heads), CPU, seconds each.
 """
 
+import dataclasses
 import json
 import math
 import warnings
@@ -903,9 +904,10 @@ def test_shared_position_terms_train_exactly_under_gradient_checkpointing():
 
 def test_the_registry_is_the_only_list_of_position_encodings():
     from plldr_hf.models.agf.position_encodings import POSITION_ENCODINGS
-    from plldr_hf_cli.commands.train import agf as train_agf
+    from plldr_hf.training.options import TranslationOptions
 
-    assert tuple(POSITION_ENCODINGS) == train_agf.POSITION_ENCODINGS
+    flag = next(spec for spec in dataclasses.fields(TranslationOptions) if spec.name == "position_encoding")
+    assert tuple(POSITION_ENCODINGS) == flag.metadata["choices"]
     assert {name for name, info in POSITION_ENCODINGS.items() if info.term} == set(agf_positions.TERM_MODULES)
     assert {fields["position_encoding"] for _, fields in POSITION_VARIANTS.values()} == set(POSITION_ENCODINGS)
     with pytest.raises(CONFIG_ERRORS, match="kerple_log"):

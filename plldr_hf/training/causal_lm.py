@@ -113,12 +113,12 @@ def _train_causal_lm(options: TrainOptions, tokenizer, callbacks) -> RunReport:
                     f"({previous.get(key)!r} in {options_file})"
                 )
 
-    args, config = options, causal_lm_config(options)
+    config = causal_lm_config(options)
     start = starting_point(options, tokenizer)
-    is_main = args.process_index == 0
+    is_main = options.process_index == 0
     check_data_unchanged(out, options, resuming=checkpoint is not None, is_main=is_main)
     # the main process trains and saves the tokenizer first; the others load it, so every rank has the same one
-    with args.main_process_first(desc="tokenizer and data", local=False):
+    with options.main_process_first(desc="tokenizer and data", local=False):
         try:
             data = prepare_tokenizer_and_data(options, start.tokenizer, load_saved=not is_main)
         except Exception as error:
@@ -126,7 +126,7 @@ def _train_causal_lm(options: TrainOptions, tokenizer, callbacks) -> RunReport:
                 raise
             raise ValueError(data_fault_message(options.dataset, error)) from error
         # the recipe drops an incomplete last batch: fewer examples than one batch would train 0 steps
-        per_step = args.per_device_train_batch_size * max(args.world_size, 1)
+        per_step = options.per_device_train_batch_size * max(options.world_size, 1)
         if not options.streaming and len(data.train) < per_step:
             unit = "documents" if options.padding_free else f"blocks of {options.block_size} tokens"
             raise ValueError(
@@ -134,7 +134,7 @@ def _train_causal_lm(options: TrainOptions, tokenizer, callbacks) -> RunReport:
                 "step could run; lower --block-size or --batch-size, or give more data"
             )
         # the recipe drops an incomplete batch in evaluation too: score whole batches only, and say how many blocks
-        per_eval = args.per_device_eval_batch_size * max(args.world_size, 1)
+        per_eval = options.per_device_eval_batch_size * max(options.world_size, 1)
         if len(data.validation) < per_eval:
             # refused before the first step: the run would train, then find nothing to evaluate
             raise ValueError(
@@ -166,7 +166,7 @@ def _train_causal_lm(options: TrainOptions, tokenizer, callbacks) -> RunReport:
     model = with_lora(model, start)
     trainer = PldrTrainer(
         model=model,
-        args=args,
+        args=options,
         train_dataset=data.train,
         eval_dataset=eval_blocks,
         data_collator=data.collator,

@@ -17,7 +17,7 @@ refuse the same values with the same one line. Field metadata beside argparse's 
 | key | meaning |
 |---|---|
 | `min` | integers: 1 → positive, 0 → non-negative; floats: 0 → positive, "non_negative" → ≥ 0, "unit" → [0, 1) |
-| `parse` | the command line hands the text over; `__post_init__` parses it (`--dag-weights 0.1,0,0.1`, `--set K=V`) |
+| `parse` | the function that reads the field's text (or list): the command line hands the text over, the check parses it (`--dag-weights 0.1,0,0.1`, `--set K=V`) |
 | `cli` | False: no flag (set by code: the Llama baseline's `architecture`, the test splits) |
 | `false_flag` | an extra flag that sets a boolean field to False (`--no-bucketing`, `--no-bf16`) |
 | `unset` | the value transformers gives the field when it is not set (-1 steps: train by epochs), not checked |
@@ -74,8 +74,12 @@ def _opt(default=None, help: str = "", **meta):
     return field(default=default, metadata={"help": help, **meta})
 
 
-def parse_dag_weights(text: str) -> tuple[float, float, float]:
-    """`"a,p,g"` (or one number for all three) → three non-negative DAG weights on A_LM, A_P, G_LM."""
+def parse_dag_weights(text) -> tuple[float, float, float]:
+    """`"a,p,g"` (or one number for all three), or three numbers → three non-negative DAG weights on A_LM, A_P, G_LM."""
+    if isinstance(text, (list, tuple)):
+        if not all(isinstance(w, (int, float)) and not isinstance(w, bool) for w in text):
+            raise ValueError(f"--dag-weights: must be three non-negative numbers a,p,g, got {text!r}")
+        text = ",".join(map(str, text))
     parts = [p for p in str(text).replace(" ", "").split(",") if p]
     try:
         weights = tuple(float(p) for p in parts)
@@ -86,6 +90,17 @@ def parse_dag_weights(text: str) -> tuple[float, float, float]:
     if len(weights) != 3 or any(not (w >= 0 and math.isfinite(w)) for w in weights):
         raise ValueError(f"--dag-weights expects three non-negative numbers a,p,g, got {text!r}")
     return weights
+
+
+def parse_overrides(items) -> dict:
+    """`--set FIELD=VALUE` (one, or repeated: a list) → {field: value}."""
+    items = [items] if isinstance(items, str) else items
+    if not all(isinstance(item, str) for item in items):
+        raise ValueError(f"--set: must be FIELD=VALUE texts or a mapping of FIELD to value, got {items!r}")
+    try:
+        return dict(parse_key_value(item) for item in items)
+    except ValueError as error:
+        raise ValueError(f"--set {error}") from None
 
 
 def parse_key_value(text: str) -> tuple[str, object]:
@@ -129,8 +144,8 @@ class _RunOptions:
             value = getattr(self, spec.name)
             if "unset" in spec.metadata and value == spec.metadata["unset"]:
                 continue  # transformers' spelling of "not set" (a copy of these options holds it)
-            if spec.metadata.get("parse") and isinstance(value, str):
-                value = getattr(self, f"_parse_{spec.name}")(value)
+            if "parse" in spec.metadata and isinstance(value, (str, list, tuple)):
+                value = spec.metadata["parse"](value)
             setattr(self, spec.name, check_value(spec, hints[spec.name], value))
         self.check_combination()
 
@@ -147,7 +162,7 @@ class _RunOptions:
                 + ("set --label-smoothing instead" if self.FAMILY == "agf" else "leave it at 0")
             )
 
-    def processes_arguments(self) -> None:
+    def _device_defaults(self) -> None:
         """What several processes on CPUs (torchrun, accelerate launch) need to train as one run: without `use_cpu`
         and the gloo backend every process trains alone, each one a main process. Pinned memory only with a GPU."""
         import torch
@@ -221,7 +236,6 @@ class TrainOptions(_RunOptions, TrainingArguments):
         [],
         "local text/JSON/Parquet/CSV files, folders or globs (a text file holds one document per paragraph, blank-line "
         "separated), or a Hugging Face dataset name (none: the embedded Shakespeare corpus)",
-        nargs="*",
     )
     dataset_config: str | None = _opt(None, "configuration of a Hugging Face dataset")
     text_column: str = _opt("text", "text column of table files / Hub datasets")
@@ -254,7 +268,7 @@ class TrainOptions(_RunOptions, TrainingArguments):
     dag_weights: tuple[float, float, float] = _opt(
         (0.0, 0.0, 0.0),
         "DAG regulariser weights on A_LM, A_P, G_LM (one number: all three; 0 = off)",
-        parse=True,
+        parse=parse_dag_weights,
         metavar="A,P,G",
     )
     dag_warmup_steps: int = _opt(0, "linear ramp of the DAG weights", min=0)
@@ -314,19 +328,12 @@ class TrainOptions(_RunOptions, TrainingArguments):
     )
     include_num_input_tokens_seen: str | bool = _opt(True, "count the input tokens trained on")
 
-    def _parse_dag_weights(self, text: str) -> tuple[float, float, float]:
-        return parse_dag_weights(text)
-
     def __post_init__(self):
         if self.fsdp is True or isinstance(self.fsdp, str):
             self.fsdp = "full_shard auto_wrap".split() if self.fsdp is True else self.fsdp.split()
-        if isinstance(self.dag_weights, (list, tuple)):
-            if not all(isinstance(w, (int, float)) and not isinstance(w, bool) for w in self.dag_weights):
-                raise ValueError(f"--dag-weights: must be three non-negative numbers a,p,g, got {self.dag_weights!r}")
-            self.dag_weights = parse_dag_weights(",".join(map(str, self.dag_weights)))
         self.check()
         self._fill_from_recipe()
-        self.processes_arguments()
+        self._device_defaults()
         super().__post_init__()
 
     def check_combination(self) -> None:
@@ -441,7 +448,7 @@ class TranslationOptions(_RunOptions, Seq2SeqTrainingArguments):
         {},
         "any other AgfConfig field, e.g. --set dropout=0.3 --set agf_learn_base=true (repeatable)",
         aliases=["--set"],
-        parse=True,
+        parse=parse_overrides,
         action="append",
         metavar="FIELD=VALUE",
     )
@@ -542,17 +549,11 @@ class TranslationOptions(_RunOptions, Seq2SeqTrainingArguments):
         "DDP searches for parameters without gradients",
     )
 
-    def _parse_model_overrides(self, text: str) -> dict:
-        return dict([parse_key_value(text)])
-
     @property
     def is_wmt17(self) -> bool:
         return is_wmt17(self.dataset)
 
     def __post_init__(self):
-        if isinstance(self.model_overrides, (list, tuple)) and all(isinstance(i, str) for i in self.model_overrides):
-            # repeated `--set KEY=VALUE`
-            self.model_overrides = dict(parse_key_value(item) for item in self.model_overrides)
         self.check()
         if self.output_dir is None:
             self.output_dir = f"runs/agf-{self.position_encoding}{'-pcmv' if self.pcmv else ''}"
@@ -562,7 +563,7 @@ class TranslationOptions(_RunOptions, Seq2SeqTrainingArguments):
             self.max_steps = -1
         self.report_to = _default_report_to() if self.report_to is None else self.report_to
         self.report_to = [name for name in self.report_to if name != "none"] or "none"
-        self.processes_arguments()
+        self._device_defaults()
         super().__post_init__()
 
     def check_combination(self) -> None:

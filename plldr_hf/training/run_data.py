@@ -139,8 +139,8 @@ class TranslationData:
     tokenized: Any
 
 
-def prepare_translation_data(options: TranslationOptions, args, tokenizer=None) -> TranslationData:
-    """The data of an AGF translation run (`TranslationOptions`; `args` its training arguments): the splits
+def prepare_translation_data(options: TranslationOptions, tokenizer=None) -> TranslationData:
+    """The data of an AGF translation run (`TranslationOptions`, its training arguments too): the splits
     (`load_translation_dataset`, subsets of the sizes asked for), the joint tokenizer (given, saved in the output
     folder by an earlier start of the run, or trained on the training split: `train_joint_tokenizer`, saved by the
     main process) and the tokenised splits (`preprocess_translation`: the training split drops the pairs that do not
@@ -162,7 +162,7 @@ def prepare_translation_data(options: TranslationOptions, args, tokenizer=None) 
     for split in raw:
         if split not in ("train", "validation"):
             raw[split] = take_subset(raw[split], options.max_test_samples)
-    out = Path(args.output_dir)
+    out = Path(options.output_dir)
     if tokenizer is not None:
         pass
     elif (out / "tokenizer.json").is_file():
@@ -177,9 +177,13 @@ def prepare_translation_data(options: TranslationOptions, args, tokenizer=None) 
             len(raw["train"]),
         )
         tokenizer = train_joint_tokenizer(
-            raw["train"], options.vocab_size, languages=(source, target), model=options.tokenizer_model, seed=args.seed
+            raw["train"],
+            options.vocab_size,
+            languages=(source, target),
+            model=options.tokenizer_model,
+            seed=options.seed,
         )
-        if args.process_index == 0:
+        if options.process_index == 0:
             tokenizer.save_pretrained(str(out))
     model_fields = translation_token_fields(tokenizer)
     tokenized = DatasetDict(

@@ -95,18 +95,17 @@ def train_translation(options: TranslationOptions, *, tokenizer=None, callbacks=
 
 
 def _train_translation(options: TranslationOptions, tokenizer, callbacks) -> RunReport:
-    args = options
     config = agf_config(
         options.size, options.position_encoding, options.pcmv, options.label_smoothing, **options.model_overrides
     )
-    checkpoint = resolve_checkpoint(options.resume_from_checkpoint, args.output_dir, "agf")
+    checkpoint = resolve_checkpoint(options.resume_from_checkpoint, options.output_dir, "agf")
     start = starting_point(options, tokenizer)
-    set_seed(args.seed)
-    out = Path(args.output_dir)
+    set_seed(options.seed)
+    out = Path(options.output_dir)
     out.mkdir(parents=True, exist_ok=True)
-    check_data_unchanged(out, options, resuming=checkpoint is not None, is_main=args.process_index == 0)
-    with args.main_process_first(desc="loading data and tokenizer"):
-        data = prepare_translation_data(options, args, start.tokenizer)
+    check_data_unchanged(out, options, resuming=checkpoint is not None, is_main=options.process_index == 0)
+    with options.main_process_first(desc="loading data and tokenizer"):
+        data = prepare_translation_data(options, start.tokenizer)
 
     if start.model is not None:
         model = start.model
@@ -132,7 +131,7 @@ def _train_translation(options: TranslationOptions, tokenizer, callbacks) -> Run
     model = with_lora(model, start)
     trainer = TranslationTrainer(
         model=model,
-        args=args,
+        args=options,
         train_dataset=data.tokenized["train"],
         eval_dataset=data.tokenized["validation"],
         processing_class=data.tokenizer,
@@ -140,7 +139,7 @@ def _train_translation(options: TranslationOptions, tokenizer, callbacks) -> Run
             data.tokenizer,
             model=model,
             label_pad_token_id=IGNORE_INDEX,
-            pad_to_multiple_of=8 if args.bf16 or args.fp16 else None,
+            pad_to_multiple_of=8 if options.bf16 or options.fp16 else None,
         ),
         compute_metrics=build_compute_metrics(data.tokenizer),
         callbacks=list(callbacks),
@@ -156,7 +155,7 @@ def _train_translation(options: TranslationOptions, tokenizer, callbacks) -> Run
     test_splits = {s: (data.raw[s], data.tokenized[s]) for s in wanted if s in data.raw}
     installed = add_run_callbacks(
         trainer,
-        progress=not args.disable_tqdm,
+        progress=not options.disable_tqdm,
         desc="translator",
         test_scores=TestScoresCallback(
             test_splits,
@@ -210,7 +209,7 @@ def _train_translation(options: TranslationOptions, tokenizer, callbacks) -> Run
         tokenizer=data.tokenizer,
         log_history=history,
         datasets=data.raw,
-        main_process=args.process_index == 0,
+        main_process=options.process_index == 0,
     )
     if report.main_process:
         report.loss_curves_skipped = loss_curves_skipped(history)

@@ -93,13 +93,13 @@ def _order(report) -> dict:
 def prepare_tokenizer(size: str, out: Path, name: str | None = None, **overrides) -> Path:
     """The tokenizer of the recipe `size` (with `overrides` of its run options), trained once on the embedded corpus
     (seed 0) into `OUT/tokenizers/NAME` (NAME: `size`) and shared by every cell that names it."""
+    from plldr_hf.training.causal_lm import language_model_data
     from plldr_hf.training.options import TrainOptions
-    from plldr_hf.training.run_data import prepare_tokenizer_and_data
 
     folder = out / "tokenizers" / (name or size)
     if not (folder / "tokenizer.json").exists():
         options = TrainOptions.from_name(size, output_dir=str(folder), seed=0, **overrides)
-        tokenizer = prepare_tokenizer_and_data(options).tokenizer
+        tokenizer = language_model_data(options).tokenizer
         staging = folder.with_name(folder.name + ".partial")
         tokenizer.save_pretrained(staging)
         staging.rename(folder)

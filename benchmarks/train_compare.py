@@ -78,9 +78,9 @@ def main(argv=None) -> int:
     import torch
     import transformers
 
+    from plldr_hf.training.causal_lm import language_model_data
     from plldr_hf.training.options import TrainOptions, parse_dag_weights
     from plldr_hf.training.run import train
-    from plldr_hf.training.run_data import prepare_tokenizer_and_data
 
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     if args.threads:
@@ -106,7 +106,7 @@ def main(argv=None) -> int:
     )
 
     start = time.perf_counter()
-    data = prepare_tokenizer_and_data(base)
+    data = language_model_data(base)
     tokenizer, train_blocks, eval_blocks = data.tokenizer, data.train, data.validation
     print(
         f"data ready in {time.perf_counter() - start:.0f} s: {len(tokenizer)} pieces, {len(train_blocks)} train "

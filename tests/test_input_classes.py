@@ -317,7 +317,7 @@ def test_a_latin1_texts_file_is_named(pldr_dir, tmp_path, capsys):
 
 # ---------------------------------------------------------------- checkpoints that are not the run's
 def test_a_checkpoint_with_an_impossible_step_or_foreign_weights_is_refused(tmp_path, pldr_dir):
-    from plldr_hf.training.checkpoints import check_checkpoint
+    from plldr_hf.training.start import check_checkpoint
 
     out = tmp_path / "run"
     argv = ["train", "agf", "--tiny", "--max-steps", "2", "--save-steps", "2", "--output-dir", str(out)]

@@ -270,7 +270,7 @@ class Probe:
     def api_resume_over_changed_data(self) -> None:
         """A run's data fingerprint against files added, removed and rewritten, and other data settings."""
         from plldr_hf.training import TrainOptions
-        from plldr_hf.training.checkpoints import check_data_unchanged
+        from plldr_hf.training.start import check_data_unchanged
 
         folder = self.work / "fingerprinted"
         folder.mkdir()

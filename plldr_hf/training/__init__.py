@@ -7,10 +7,10 @@
 - `corpus`: the embedded corpora and translation datasets, local files or Hub datasets;
 - `tokenizers`: SentencePiece tokenizers for both families; `preprocessing`: packing and seq2seq features;
 - `recipes`: the model configs of the named sizes;
-- `causal_lm`: the PLDR-LLM pipeline, with `trainer` (`PldrTrainer`), `callbacks` and `checkpoints`;
+- `start`: where a run starts (the checkpoint to resume and its checks, `init_from`, LoRA), for both families;
+- `causal_lm`: the PLDR-LLM pipeline and its data, with `trainer` (`PldrTrainer`) and `callbacks`;
 - `dag_loss`: `DagLossCallback`, the DAG regulariser for any `Trainer` (TRL's included), and its `DagSchedule`;
-- `run_data`: a run's data (corpus → tokenizer → model inputs) for both families;
-- `seq2seq`: the AGF pipeline; `translation_trainer`: its `Seq2SeqTrainer` and `evaluate_translation`;
+- `seq2seq`: the AGF pipeline, its data and test scores; `translation_trainer`: its `Seq2SeqTrainer` and `evaluate_translation`;
 - `distributed`: FSDP2 settings and sharding helpers.
 
 The submodules that train import their libraries when used.

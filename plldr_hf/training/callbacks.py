@@ -23,7 +23,6 @@ __all__ = [
     "OrderParameterCallback",
     "RunCallbacks",
     "StepTimerCallback",
-    "TestScoresCallback",
     "TimeBudgetCallback",
     "add_run_callbacks",
     "use_progress_bar",
@@ -227,50 +226,12 @@ class OrderParameterCallback(TrainerCallback):
                 self.after_real_text = self._measure(args, model, self.real_text)
 
 
-class TestScoresCallback(TrainerCallback):
-    """Scores a translator on its test splits when training ends (`plldr_hf.training.translation_trainer.evaluate_translation`:
-    BLEU, chrF against the raw references, token accuracy, loss), prints each table and writes
-    `<split>_results.json` (main process). `splits`: name → (raw split, its tokenised rows); `settings`: the keyword
-    arguments of `evaluate_translation`. The scores are in `scores` afterwards."""
-
-    def __init__(self, splits: dict, output_dir, **settings):
-        self.splits = splits
-        self.output_dir = Path(output_dir)
-        self.settings = settings
-        self.scores: dict = {}
-
-    def on_train_end(self, args, state, control, model=None, processing_class=None, **kwargs):
-        from plldr_hf.training.translation_trainer import evaluate_translation, format_scores
-
-        # Trainer wrote use_cache=False into the config for training (gradient checkpointing turns the cache off)
-        model.config.use_cache = True
-        for split, (raw, tokenized) in self.splits.items():
-            scores = evaluate_translation(
-                model,
-                processing_class,
-                raw,
-                tokenized=tokenized,
-                desc=split,
-                batch_size=args.per_device_eval_batch_size,
-                bf16=args.bf16,
-                disable_tqdm=args.disable_tqdm,
-                **self.settings,
-            )
-            self.scores[split] = scores
-            if state.is_world_process_zero:
-                saved = {k: v for k, v in scores.items() if k != "hypotheses"}
-                path = self.output_dir / f"{split}_results.json"
-                path.write_text(json.dumps(saved, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-                print(format_scores(scores, title=f"{split} ({len(raw)} segments)"))
-
-
 @dataclass
 class RunCallbacks:
     """The callbacks `add_run_callbacks` installed that a run reads back afterwards."""
 
     timer: StepTimerCallback
     order_parameters: OrderParameterCallback | None = None
-    test_scores: TestScoresCallback | None = None
 
 
 def add_run_callbacks(
@@ -282,11 +243,10 @@ def add_run_callbacks(
     order_parameter_file=None,
     resumed: bool = False,
     real_text: list | None = None,
-    test_scores: TestScoresCallback | None = None,
 ) -> RunCallbacks:
     """Installs the callbacks of a training run on `trainer`: step timing, clipping by value 1.0 (the PLDR-LLM
-    reference recipe), the order parameters before and after (`order_parameter_file`: a PLDR-LLM with a learned G),
-    the test scores at the end (`test_scores`: a translator) and the progress display (`use_progress_bar`)."""
+    reference recipe), the order parameters before and after (`order_parameter_file`: a PLDR-LLM with a learned G)
+    and the progress display (`use_progress_bar`)."""
     installed = RunCallbacks(timer=StepTimerCallback())
     trainer.add_callback(installed.timer)
     if clip_by_value:
@@ -294,8 +254,5 @@ def add_run_callbacks(
     if order_parameter_file is not None:
         installed.order_parameters = OrderParameterCallback(order_parameter_file, resumed=resumed, real_text=real_text)
         trainer.add_callback(installed.order_parameters)
-    if test_scores is not None:
-        installed.test_scores = test_scores
-        trainer.add_callback(test_scores)
     use_progress_bar(trainer, progress, desc)
     return installed

@@ -14,6 +14,7 @@ Embedded corpora (`plldr_hf/data/`, each folder with its source and licence note
 - `load_translation_dataset` — translation pairs in the WMT schema `{"translation": {"en": ..., "de": ...}}`: WMT17
   from the Hub or a local copy of it, the embedded LibreOffice pairs, or local JSON / JSONL / Parquet files, with
   `train`, `validation`, `test` and the out-of-domain `gnome` test split.
+- `streamed_validation_slice` — the fixed held-out slice a streamed run scores (and `plldr-hf evaluate` of its model).
 - `take_subset` — a fixed random subset (the evaluation sample limits).
 
 Both loaders name a local file's split from its name (`train*`, `validation*` / `valid*` / `dev*`, `test*`) with the
@@ -54,11 +55,13 @@ logger = logging.getLogger(__name__)
 __all__ = [
     "DATA_DIR",
     "EMBEDDED_TRANSLATION_DATASETS",
+    "STREAMED_EVAL_BLOCKS",
     "embedded_data_path",
     "held_out",
     "load_text_corpus",
     "load_text_stream",
     "load_translation_dataset",
+    "streamed_validation_slice",
     "take_subset",
 ]
 
@@ -309,6 +312,31 @@ def load_text_stream(
         streams["validation"] = train.filter(lambda ex: held_out(ex["text"], held_out_share))
         streams["train"] = train.filter(lambda ex: not held_out(ex["text"], held_out_share))
     return streams["train"], streams["validation"]
+
+
+# validation blocks of a streamed run when `max_eval_blocks` sets none
+STREAMED_EVAL_BLOCKS = 256
+
+
+def streamed_validation_slice(documents, tokenizer, block_size: int, max_blocks: int, dataset=None):
+    """The fixed held-out slice a streamed run scores, read once: the first validation documents that fill
+    `max_blocks` blocks (plus one, for what packing drops), as a `Dataset` (column `text`). `plldr-hf evaluate` of a
+    streamed run's model reads the same slice."""
+    from datasets import Dataset
+
+    texts, tokens = [], 0
+    for row in documents:
+        texts.append(row["text"])
+        tokens += len(tokenizer(row["text"], add_special_tokens=False, verbose=False)["input_ids"]) + 1
+        if tokens >= (max_blocks + 1) * block_size:
+            break
+    if tokens < block_size + 1:
+        raise ValueError(
+            f"the streamed validation data of {dataset or 'the embedded corpus'} holds {len(texts)} document(s), "
+            f"{tokens} tokens: not one block of {block_size}; add a validation* file with more text, or give more "
+            "documents (without one, 1 % of them are held out by a hash of their text)"
+        )
+    return Dataset.from_dict({"text": texts})
 
 
 def take_subset(dataset: Dataset, n: int | None, seed: int = 0) -> Dataset:

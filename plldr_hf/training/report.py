@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import warnings
 from dataclasses import MISSING, dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -141,14 +142,26 @@ class _WarningCollector(logging.Handler):
         self.messages.append(record.getMessage())
 
 
+# library warnings about what a run's user did not write, hidden during the run: Trainer reads a checkpoint's
+# config.json with the base `PreTrainedConfig`, whose `rope_scaling` setter warns about the released format's
+# `rope_scaling: null` on every resume; peft asks the model `is_gradient_checkpointing`, which transformers 5.25
+# deprecates
+_NOT_THE_USERS = ("`rope_scaling` is deprecated", "`is_gradient_checkpointing` is deprecated")
+
+
 class collect_warnings:
-    """Context manager: the WARNING records of the package's loggers (`plldr_hf.*`) while it is open, in
-    `.messages` (they are still shown as usual)."""
+    """Context manager around a training run: the WARNING records of the package's loggers (`plldr_hf.*`) while it
+    is open, in `.messages` (they are still shown as usual); the libraries' `_NOT_THE_USERS` warnings are not shown."""
 
     def __enter__(self) -> list[str]:
         self.handler = _WarningCollector()
         logging.getLogger("plldr_hf").addHandler(self.handler)
+        self.filters = warnings.catch_warnings()
+        self.filters.__enter__()
+        for message in _NOT_THE_USERS:
+            warnings.filterwarnings("ignore", message=message, category=FutureWarning)
         return self.handler.messages
 
     def __exit__(self, *exc) -> None:
+        self.filters.__exit__(*exc)
         logging.getLogger("plldr_hf").removeHandler(self.handler)

@@ -1,18 +1,16 @@
-"""The AGF family's training pipeline: options → recipe → data → model → `TranslationTrainer` → `RunReport`.
+"""The AGF family's training pipeline, in the shape of transformers' `run_translation.py`: options → starting point →
+data → model → `TranslationTrainer` → test scores → `RunReport`, read top to bottom in `train_translation` (behind
+`plldr_hf.training.run.train`).
 
-`train_translation(options)` is the family's `train` entry point (`plldr_hf.training.run.train` calls it). Each step
-is one call into the module that owns it, in this order, so a run's options pass through each module once:
-
-| step | function | module |
-|---|---|---|
-| model config (the options are the `Seq2SeqTrainingArguments`) | `agf_config` | `training/recipes.py` |
-| resume | `resolve_checkpoint` | `training/checkpoints.py` |
-| start: an existing model (`--init-from`, LoRA) or none, the given tokenizer | `starting_point` | `training/start.py` |
-| data: splits, joint tokenizer, tokenised pairs | `prepare_translation_data` | `training/run_data.py` |
-| model | `AgfForConditionalGeneration` | `models/agf/` |
-| trainer | `TranslationTrainer` | `training/translation_trainer.py` |
-| timing, progress, test scores at the end | `add_run_callbacks`, `TestScoresCallback` | `training/callbacks.py` |
-| report | `RunReport`, `loss_curves.png` | `training/run.py`, `plots.py` |
+| step | where |
+|---|---|
+| start: the checkpoint to resume (checked, with the run's settings and data), `--init-from`, LoRA | `start.starting_point` |
+| data: splits, joint tokenizer, tokenised pairs | `translation_data` below (`corpus`, `tokenizers`, `preprocessing`) |
+| model: `AgfForConditionalGeneration` of the recipe's config | `recipes.agf_config` |
+| trainer: length buckets, metrics, the source-use diagnostic | `translation_trainer.TranslationTrainer` |
+| timing, progress | `callbacks.add_run_callbacks` |
+| test scores, `<split>_results.json` | `score_test_split` below (`translation_trainer.evaluate_translation`) |
+| report, `loss_curves.png` | `report.RunReport`, `plots` |
 
 Recipe (Transformer-base, Vaswani et al., arXiv 1706.03762, §5.3–5.4): Adam (β₂ 0.98, ε 1e-9), inverse-square-root
 schedule after a linear warm-up, label smoothing 0.1 computed in the model's forward (the model consumes
@@ -32,38 +30,35 @@ Runs unchanged under `torchrun` / `accelerate launch`: data and tokenizer are pr
 
 from __future__ import annotations
 
+import json
 import logging
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from transformers import (
-    DataCollatorForSeq2Seq,
-    GenerationConfig,
-    set_seed,
-)
+from transformers import DataCollatorForSeq2Seq, GenerationConfig, set_seed
 
 from plldr_hf.models.agf import AgfForConditionalGeneration
 from plldr_hf.models.agf.position_encodings import variant_label
 from plldr_hf.plots import loss_curves_skipped, plot_loss_curves
-from plldr_hf.training.callbacks import TestScoresCallback, add_run_callbacks
-from plldr_hf.training.checkpoints import check_data_unchanged, resolve_checkpoint, train_from
+from plldr_hf.training.callbacks import add_run_callbacks
+from plldr_hf.training.corpus import load_translation_dataset, take_subset
 from plldr_hf.training.options import TranslationOptions
 from plldr_hf.training.recipes import agf_config, seconds_per_step
 from plldr_hf.training.report import RunReport, collect_warnings, run_settings
-from plldr_hf.training.run_data import prepare_translation_data
-from plldr_hf.training.start import starting_point, with_lora
+from plldr_hf.training.start import starting_point
 from plldr_hf.training.translation_trainer import (
     IGNORE_INDEX,
     TranslationTrainer,
     build_compute_metrics,
+    evaluate_translation,
+    format_scores,
 )
 
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["train_translation"]
-
-
-TOKENIZER_FILE = "tokenizer.json"
+__all__ = ["TranslationData", "train_translation", "translation_data"]
 
 
 def train_translation(options: TranslationOptions, *, tokenizer=None, callbacks=()) -> RunReport:
@@ -87,132 +82,229 @@ def train_translation(options: TranslationOptions, *, tokenizer=None, callbacks=
         sacrebleu signatures) are saved in the output folder.
     """
     with collect_warnings() as warnings:
-        report = _train_translation(options, tokenizer, callbacks)
+        config = agf_config(
+            options.size, options.position_encoding, options.pcmv, options.label_smoothing, **options.model_overrides
+        )
+        start = starting_point(options, tokenizer)
+        out = Path(options.output_dir)
+        is_main = options.process_index == 0
+        set_seed(options.seed)
+        with options.main_process_first(desc="loading data and tokenizer"):
+            data = translation_data(options, start.tokenizer)
+
+        if start.model is not None:
+            model = start.model
+            config = model.config
+        else:
+            # the model is sized to the tokenizer and decodes from its <s>
+            config.update(data.model_fields)
+            model = AgfForConditionalGeneration(config)
+        model.generation_config = GenerationConfig(
+            decoder_start_token_id=config.decoder_start_token_id,
+            bos_token_id=config.bos_token_id,
+            eos_token_id=config.eos_token_id,
+            pad_token_id=config.pad_token_id,
+            num_beams=options.num_beams,
+            length_penalty=options.length_penalty,
+            # decoder length including the start token: at most as many tokens as a training target holds
+            max_length=options.max_target_length + 1,
+        )
+        label = variant_label(config.position_encoding, config.pcmv, config.to_dict())
+        logger.info(
+            "model: %s, %s, %.2fM parameters", options.init_from or options.size, label, model.num_parameters() / 1e6
+        )
+        if start.lora is not None:
+            from peft import get_peft_model
+
+            model = get_peft_model(model, start.lora)
+        trainer = TranslationTrainer(
+            model=model,
+            args=options,
+            train_dataset=data.tokenized["train"],
+            eval_dataset=data.tokenized["validation"],
+            processing_class=data.tokenizer,
+            data_collator=DataCollatorForSeq2Seq(
+                data.tokenizer,
+                model=model,
+                label_pad_token_id=IGNORE_INDEX,
+                pad_to_multiple_of=8 if options.bf16 or options.fp16 else None,
+            ),
+            compute_metrics=build_compute_metrics(data.tokenizer),
+            callbacks=list(callbacks),
+            bucket_by_length=options.bucket_by_length,
+        )
+        installed = add_run_callbacks(trainer, progress=not options.disable_tqdm, desc="translator")
+        train_output = trainer.train(resume_from_checkpoint=start.checkpoint)
+        scores = {split: score_test_split(trainer, options, data, split) for split in scored_splits(options, data)}
+        # every Trainer writes its args.use_cache (False) into the model's config; the saved model decodes with the cache
+        trainer.model.config.use_cache = True
+        if start.lora is not None:
+            # the adapters beside the model they were merged into: the output folder loads as a plain model
+            trainer.model.save_pretrained(out / "adapter")
+            model = trainer.model = trainer.model.merge_and_unload()
+        trainer.save_model()
+        # saved whole (train_results.json); the log gets one readable line
+        metrics = train_output.metrics
+        logger.info(
+            "trained %d steps in %.0f s, training loss %.4g",
+            trainer.state.global_step,
+            metrics.get("train_runtime", float("nan")),
+            metrics.get("train_loss", float("nan")),
+        )
+        trainer.save_metrics("train", metrics)
+        trainer.save_state()
+
+        history = trainer.state.log_history
+        evaluations = [h for h in history if "eval_loss" in h]
+        report = RunReport(
+            family="agf",
+            output_dir=str(out),
+            options=run_settings(options),
+            model_class=type(model).__name__,
+            parameters=model.num_parameters(),
+            vocab_size=len(data.tokenizer),
+            global_step=trainer.state.global_step,
+            max_steps=options.max_steps,
+            train_examples=len(data.tokenized["train"]),
+            eval_examples=len(data.tokenized["validation"]),
+            train_metrics=metrics,
+            eval_metrics=evaluations[-1] if evaluations else {},
+            scores=scores,
+            seconds_per_step=seconds_per_step(metrics, trainer.state.global_step),
+            step_timing=installed.timer.summary(),
+            model=model,
+            tokenizer=data.tokenizer,
+            log_history=history,
+            datasets=data.raw,
+            main_process=is_main,
+        )
+        if is_main:
+            report.loss_curves_skipped = loss_curves_skipped(history)
+            curves = plot_loss_curves(history, out / "loss_curves.png", label)
+            report.loss_curves = str(curves) if curves else None
     report.warnings = list(warnings)
     if report.main_process:
         report.save()
     return report
 
 
-def _train_translation(options: TranslationOptions, tokenizer, callbacks) -> RunReport:
-    config = agf_config(
-        options.size, options.position_encoding, options.pcmv, options.label_smoothing, **options.model_overrides
-    )
-    checkpoint = resolve_checkpoint(options.resume_from_checkpoint, options.output_dir, "agf")
-    start = starting_point(options, tokenizer)
-    set_seed(options.seed)
-    out = Path(options.output_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    check_data_unchanged(out, options, resuming=checkpoint is not None, is_main=options.process_index == 0)
-    with options.main_process_first(desc="loading data and tokenizer"):
-        data = prepare_translation_data(options, start.tokenizer)
-
-    if start.model is not None:
-        model = start.model
-        config = model.config
-    else:
-        # the model is sized to the tokenizer and decodes from its <s>
-        config.update(data.model_fields)
-        model = AgfForConditionalGeneration(config)
-    model.generation_config = GenerationConfig(
-        decoder_start_token_id=config.decoder_start_token_id,
-        bos_token_id=config.bos_token_id,
-        eos_token_id=config.eos_token_id,
-        pad_token_id=config.pad_token_id,
-        num_beams=options.num_beams,
-        length_penalty=options.length_penalty,
-        # decoder length including the start token: at most as many tokens as a training target holds
-        max_length=options.max_target_length + 1,
-    )
-    label = variant_label(config.position_encoding, config.pcmv, config.to_dict())
-    logger.info(
-        "model: %s, %s, %.2fM parameters", options.init_from or options.size, label, model.num_parameters() / 1e6
-    )
-    model = with_lora(model, start)
-    trainer = TranslationTrainer(
-        model=model,
-        args=options,
-        train_dataset=data.tokenized["train"],
-        eval_dataset=data.tokenized["validation"],
-        processing_class=data.tokenizer,
-        data_collator=DataCollatorForSeq2Seq(
-            data.tokenizer,
-            model=model,
-            label_pad_token_id=IGNORE_INDEX,
-            pad_to_multiple_of=8 if options.bf16 or options.fp16 else None,
-        ),
-        compute_metrics=build_compute_metrics(data.tokenizer),
-        callbacks=list(callbacks),
-        bucket_by_length=options.bucket_by_length,
-    )
-    # the user's splits (and the embedded GNOME pairs only with --gnome-test, which adds them to the data)
+def scored_splits(options: TranslationOptions, data: TranslationData) -> list[str]:
+    """The splits scored after training: `options.test_splits`, else every split of the data but train and
+    validation (the embedded GNOME pairs only with `--gnome-test`, which adds them to the data)."""
     wanted = options.test_splits
     if wanted is None:
         wanted = tuple(split for split in data.raw if split not in ("train", "validation"))
     missing = [split for split in wanted if split not in data.raw]
     if missing:
         logger.info("no %s split in this dataset; not scored", ", ".join(missing))
-    test_splits = {s: (data.raw[s], data.tokenized[s]) for s in wanted if s in data.raw}
-    installed = add_run_callbacks(
-        trainer,
-        progress=not options.disable_tqdm,
-        desc="translator",
-        test_scores=TestScoresCallback(
-            test_splits,
-            out,
-            source_lang=options.source_lang,
-            target_lang=options.target_lang,
-            max_source_length=options.max_source_length,
-            max_target_length=options.max_target_length,
-            num_beams=options.num_beams,
-        ),
-    )
-    train_output = train_from(trainer, checkpoint)
-    # Trainer keeps use_cache=False in the config after training (its gradient-checkpointing guard); the saved model
-    # decodes with the cache
-    model.config.use_cache = True
-    if start.lora is not None:
-        # the adapters beside the model they were merged into: the output folder loads as a plain model
-        trainer.model.save_pretrained(out / "adapter")
-        model = trainer.model = trainer.model.merge_and_unload()
-    trainer.save_model()
-    # saved whole (train_results.json); the log gets one readable line
-    metrics = train_output.metrics
-    logger.info(
-        "trained %d steps in %.0f s, training loss %.4g",
-        trainer.state.global_step,
-        metrics.get("train_runtime", float("nan")),
-        metrics.get("train_loss", float("nan")),
-    )
-    trainer.save_metrics("train", train_output.metrics)
-    trainer.save_state()
+    return [split for split in wanted if split in data.raw]
 
-    history = trainer.state.log_history
-    evaluations = [h for h in history if "eval_loss" in h]
-    report = RunReport(
-        family="agf",
-        output_dir=str(out),
-        options=run_settings(options),
-        model_class=type(model).__name__,
-        parameters=model.num_parameters(),
-        vocab_size=len(data.tokenizer),
-        global_step=trainer.state.global_step,
-        max_steps=options.max_steps,
-        train_examples=len(data.tokenized["train"]),
-        eval_examples=len(data.tokenized["validation"]),
-        train_metrics=train_output.metrics,
-        eval_metrics=evaluations[-1] if evaluations else {},
-        scores=installed.test_scores.scores,
-        seconds_per_step=seconds_per_step(train_output.metrics, trainer.state.global_step),
-        step_timing=installed.timer.summary(),
-        model=model,
-        tokenizer=data.tokenizer,
-        log_history=history,
-        datasets=data.raw,
-        main_process=options.process_index == 0,
+
+def score_test_split(trainer, options: TranslationOptions, data: TranslationData, split: str) -> dict:
+    """The trained model's scores on one test split (`evaluate_translation`: BLEU, chrF against the raw references,
+    token accuracy, loss), printed as a table and written to `<split>_results.json` by the main process."""
+    raw = data.raw[split]
+    scores = evaluate_translation(
+        trainer.model,
+        data.tokenizer,
+        raw,
+        tokenized=data.tokenized[split],
+        desc=split,
+        batch_size=options.per_device_eval_batch_size,
+        bf16=options.bf16,
+        disable_tqdm=options.disable_tqdm,
+        source_lang=options.source_lang,
+        target_lang=options.target_lang,
+        max_source_length=options.max_source_length,
+        max_target_length=options.max_target_length,
+        num_beams=options.num_beams,
     )
-    if report.main_process:
-        report.loss_curves_skipped = loss_curves_skipped(history)
-        curves = plot_loss_curves(history, out / "loss_curves.png", label)
-        report.loss_curves = str(curves) if curves else None
-    return report
+    if options.process_index == 0:
+        saved = {k: v for k, v in scores.items() if k != "hypotheses"}
+        path = Path(options.output_dir, f"{split}_results.json")
+        path.write_text(json.dumps(saved, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        print(format_scores(scores, title=f"{split} ({len(raw)} segments)"))
+    return scores
+
+
+@dataclass
+class TranslationData:
+    """What an AGF translation run trains and is scored on: its joint tokenizer, the model config fields it decides
+    (`translation_token_fields`), the raw splits (the references of the test scores) and the tokenised ones (the
+    training split without the pairs that do not fit)."""
+
+    tokenizer: Any
+    model_fields: dict
+    raw: Any
+    tokenized: Any
+
+
+def translation_data(options: TranslationOptions, tokenizer=None) -> TranslationData:
+    """The data of an AGF translation run (`TranslationOptions`, its training arguments too): the splits
+    (`load_translation_dataset`, subsets of the sizes asked for), the joint tokenizer (given, saved in the output
+    folder by an earlier start of the run, or trained on the training split: `train_joint_tokenizer`, saved by the
+    main process) and the tokenised splits (`preprocess_translation`: the training split drops the pairs that do not
+    fit, the others are truncated). `tokenizer`: the run's starting point's (`options.tokenizer`, or the
+    `init_from` model's), if any."""
+    from datasets import DatasetDict
+    from transformers import AutoTokenizer
+
+    from plldr_hf.training.preprocessing import preprocess_translation
+    from plldr_hf.training.tokenizers import train_joint_tokenizer, translation_token_fields
+
+    dataset = options.dataset[0] if len(options.dataset) == 1 else options.dataset
+    source, target = options.source_lang, options.target_lang
+    raw = load_translation_dataset(
+        dataset, source, target, wmt17_dir=options.wmt17_dir, out_of_domain_test=options.out_of_domain_test
+    )
+    raw["train"] = take_subset(raw["train"], options.max_train_samples)
+    raw["validation"] = take_subset(raw["validation"], options.max_eval_samples)
+    for split in raw:
+        if split not in ("train", "validation"):
+            raw[split] = take_subset(raw[split], options.max_test_samples)
+    out = Path(options.output_dir)
+    if tokenizer is not None:
+        pass
+    elif (out / "tokenizer.json").is_file():
+        # a resumed or restarted run must keep the vocabulary its checkpoints were trained with
+        logger.info("reusing the tokenizer saved in %s", out)
+        tokenizer = AutoTokenizer.from_pretrained(str(out))
+    else:
+        logger.info(
+            "training a %s tokenizer with %d tokens on %d pairs",
+            options.tokenizer_model,
+            options.vocab_size,
+            len(raw["train"]),
+        )
+        tokenizer = train_joint_tokenizer(
+            raw["train"],
+            options.vocab_size,
+            languages=(source, target),
+            model=options.tokenizer_model,
+            seed=options.seed,
+        )
+        if options.process_index == 0:
+            tokenizer.save_pretrained(str(out))
+    model_fields = translation_token_fields(tokenizer)
+    tokenized = DatasetDict(
+        {
+            split: preprocess_translation(
+                data,
+                tokenizer,
+                source,
+                target,
+                max_source_length=options.max_source_length,
+                max_target_length=options.max_target_length,
+                drop_long=split == "train",
+            )
+            for split, data in raw.items()
+        }
+    )
+    logger.info(
+        "training on %d of %d pairs (the others exceed %d / %d subwords)",
+        len(tokenized["train"]),
+        len(raw["train"]),
+        options.max_source_length,
+        options.max_target_length,
+    )
+    return TranslationData(tokenizer, model_fields, raw, tokenized)

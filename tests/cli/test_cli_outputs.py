@@ -232,7 +232,7 @@ def test_resume_falls_back_past_a_truncated_optimizer_state(tmp_path, capsys):
     assert main(argv) == 0
     optimizer = out / "checkpoint-4" / "optimizer.pt"
     optimizer.write_bytes(optimizer.read_bytes()[:1000])
-    from plldr_hf.training.checkpoints import resolve_checkpoint
+    from plldr_hf.training.start import resolve_checkpoint
 
     assert resolve_checkpoint(True, out) == str(out / "checkpoint-2")
     with pytest.raises(ValueError, match="optimizer.pt is corrupt or truncated"):

@@ -11,8 +11,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from plldr_hf.training import TrainOptions, train
+from plldr_hf.training.causal_lm import language_model_data
 from plldr_hf.training.corpus import held_out, load_text_corpus, load_text_stream
-from plldr_hf.training.run_data import prepare_tokenizer_and_data
 from tests.utils import REPO_ROOT
 
 
@@ -104,7 +104,7 @@ def test_streamed_training_packs_like_the_in_memory_path_and_reports_tokens_seen
     tokens = [entry["num_input_tokens_seen"] for entry in report.log_history if "loss" in entry]
     assert tokens == [64 * 4 * step for step in range(1, 7)]
     # the stream's blocks are those of the in-memory packing of the same documents (1,000 documents at a time)
-    data = prepare_tokenizer_and_data(options, report.tokenizer)
+    data = language_model_data(options, report.tokenizer)
     documents = Dataset.from_parquet(data_files := str(shards / "shard-0.parquet"))
     expected = pack_into_blocks(documents, report.tokenizer, 64)["input_ids"]
     assert [row["input_ids"] for row in data.train] == expected, data_files

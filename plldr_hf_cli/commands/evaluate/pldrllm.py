@@ -131,10 +131,9 @@ def documents_to_score(args: argparse.Namespace) -> dict:
 
 
 def _streamed_validation(args, run: dict, dataset, origin: str) -> dict:
-    """The validation slice a streamed run scored while training (`run_data.streamed_validation_slice`)."""
+    """The validation slice a streamed run scored while training (`corpus.streamed_validation_slice`)."""
     from plldr_hf.loading import load_tokenizer
-    from plldr_hf.training.corpus import load_text_stream
-    from plldr_hf.training.run_data import STREAMED_EVAL_BLOCKS, streamed_validation_slice
+    from plldr_hf.training.corpus import STREAMED_EVAL_BLOCKS, load_text_stream, streamed_validation_slice
 
     if any(split not in ("validation", "test") for split in args.split):
         raise UsageError("a streamed run holds out one validation slice; use --split validation")

@@ -83,3 +83,31 @@ def test_allow_data_change_resumes_and_records_the_new_data(run, caplog):
     assert report.global_step == 3
     assert "c.txt added" in caplog.text
     assert "c.txt" in (out / "data_fingerprint.json").read_text()
+
+
+def test_resume_with_another_model_setting_is_refused_even_with_allow_data_change(run):
+    data, out, options = run
+    with pytest.raises(ValueError, match=r"block_size=16 differs from the run being resumed \(64 in"):
+        _resume(options, block_size=16, allow_data_change=True)
+
+
+def test_a_translation_resume_knows_its_position_encoding(tmp_path):
+    """Both families record the settings a resume must share: a translator resumed with another position encoding
+    is refused before anything is built (it would load weights of another model)."""
+    from plldr_hf.training import TranslationOptions
+    from plldr_hf.training.start import check_data_unchanged
+
+    options = TranslationOptions.from_name("tiny", output_dir=str(tmp_path), **QUIET)
+    check_data_unchanged(tmp_path, options, resuming=False)
+    check_data_unchanged(tmp_path, options, resuming=True)  # the same run resumes
+    other = TranslationOptions.from_name("tiny", output_dir=str(tmp_path), position_encoding="rope", **QUIET)
+    with pytest.raises(ValueError, match=r"position_encoding='rope' differs from the run being resumed \('agf'"):
+        check_data_unchanged(tmp_path, other, resuming=True)
+
+
+def test_the_llama_baseline_resumes_from_its_checkpoint(tmp_path):
+    """The baseline's checkpoints are checked for completeness, not refused as another family's model."""
+    options = TrainOptions.from_name("tiny", architecture="llama", output_dir=str(tmp_path), max_steps=2,
+                                     save_steps=2, eval_steps=0, **QUIET)  # fmt: skip
+    train(options)
+    assert _resume(options).global_step == 3

@@ -3,10 +3,9 @@
 - `run`: the one contract of a training run, `train(options) -> RunReport`, for both families;
 - `options`: the options of both families, `TrainingArguments` subclasses (`TrainOptions`, `TranslationOptions`);
 - `field_checks`: the check of one options field (type, range, choices; the message names the flag);
-- `presets`: the recipe files (named sizes and their run settings);
 - `corpus`: the embedded corpora and translation datasets, local files or Hub datasets;
 - `tokenizers`: SentencePiece tokenizers for both families; `preprocessing`: packing and seq2seq features;
-- `recipes`: the model configs of the named sizes;
+- `recipes`: the recipe files (named sizes, their run settings) and the model configs they name;
 - `start`: where a run starts (the checkpoint to resume and its checks, `init_from`, LoRA), for both families;
 - `causal_lm`: the PLDR-LLM pipeline and its data, with `trainer` (`PldrTrainer`) and `callbacks`;
 - `dag_loss`: `DagLossCallback`, the DAG regulariser for any `Trainer` (TRL's included), and its `DagSchedule`;

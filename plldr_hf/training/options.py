@@ -6,7 +6,7 @@
   the transformers fields whose defaults its recipe changes (AdamW betas, schedule, weight decay, intervals). Every
   other `TrainingArguments` field is inherited as it is: the options *are* the arguments the `Trainer` gets.
 - `from_name(name, **overrides)`: a shipped recipe (`plldr_hf/recipes/FAMILY/NAME.json`) or a recipe file with
-  overrides; `plldr_hf.training.presets` reads them.
+  overrides; `plldr_hf.training.recipes` reads them.
 
 The command line is transformers' `HfArgumentParser` over these classes (`plldr_hf_cli.commands.train.options_parser`):
 every field is a flag of its own name (`--per_device_train_batch_size`, `--push_to_hub`); the older spellings are
@@ -40,7 +40,7 @@ from transformers.training_args import OptimizerNames
 
 from plldr_hf.models.agf.position_encodings import POSITION_ENCODINGS
 from plldr_hf.training.field_checks import check_value, flag_of
-from plldr_hf.training.presets import FROM_THE_BASE_MODEL, PRESETS, SIZE_RECIPE, preset, sizes_help
+from plldr_hf.training.recipes import FROM_THE_BASE_MODEL, PRESETS, SIZE_RECIPE, causal_lm_config, preset, sizes_help
 
 
 logger = logging.getLogger(__name__)
@@ -387,7 +387,6 @@ class TrainOptions(_RunOptions, TrainingArguments):
             self.accelerator_config = {"dispatch_batches": False}
         if self.fsdp and self.fsdp_config is None:
             from plldr_hf.training.distributed import decoder_layer_classes, fsdp_config
-            from plldr_hf.training.recipes import causal_lm_config
 
             self.fsdp_config = fsdp_config(decoder_layer_classes(causal_lm_config(self)))
 

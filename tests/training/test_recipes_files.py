@@ -6,8 +6,7 @@ import json
 import pytest
 
 from plldr_hf.training import TrainOptions, TranslationOptions
-from plldr_hf.training.presets import PRESETS, RECIPE_FOLDER, preset
-from plldr_hf.training.recipes import causal_lm_config
+from plldr_hf.training.recipes import PRESETS, RECIPE_FOLDER, causal_lm_config, preset
 from plldr_hf_cli.commands.train import options_of
 
 

@@ -149,7 +149,7 @@ def options_parser(options_class, prog: str):
                 return action.help
             return f"{action.help or ''} [default: %(default)s]"
 
-    from plldr_hf.training.presets import PRESETS, RECIPE_FOLDER
+    from plldr_hf.training.recipes import PRESETS, RECIPE_FOLDER
 
     parser = OptionsParser(options_class, prog=prog, allow_abbrev=False, formatter_class=Help)
     shipped = PRESETS[options_class.FAMILY]

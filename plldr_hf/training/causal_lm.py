@@ -54,6 +54,7 @@ def train_causal_lm(options: TrainOptions, *, tokenizer=None, callbacks=()) -> R
     from transformers import LlamaForCausalLM, set_seed
 
     from plldr_hf import PldrllmForCausalLM
+    from plldr_hf.models.pldrllm.collapse import CALIBRATION_ROOM
     from plldr_hf.training.callbacks import add_run_callbacks
     from plldr_hf.training.trainer import DagSchedule, PldrTrainer
 
@@ -63,6 +64,7 @@ def train_causal_lm(options: TrainOptions, *, tokenizer=None, callbacks=()) -> R
             logger.info("blocks of %d tokens, as %s was trained with", options.block_size, options.init_from)
         config = causal_lm_config(options)  # a setting the model refuses stops the run before any work
         start = starting_point(options, tokenizer)
+        settings = run_settings(options)  # as saved in run_options.json and the report
         out = Path(options.output_dir)
         is_main = options.process_index == 0
         # the main process trains and saves the tokenizer first; the others load it, so every rank has the same one
@@ -70,8 +72,8 @@ def train_causal_lm(options: TrainOptions, *, tokenizer=None, callbacks=()) -> R
             data = language_model_data(options, start.tokenizer, load_saved=not is_main)
             if is_main and start.checkpoint is None:
                 # the working directory resolves the run's relative data paths later (`plldr-hf evaluate`)
-                settings = {**run_settings(options), "working_directory": os.getcwd()}
-                (out / "run_options.json").write_text(json.dumps(settings, indent=2))
+                saved = {**settings, "working_directory": os.getcwd()}
+                (out / "run_options.json").write_text(json.dumps(saved, indent=2))
                 # a PldrllmTokenizer writes its SentencePiece model next to it as `tokenizer.model`
                 data.tokenizer.save_pretrained(out)
 
@@ -107,6 +109,10 @@ def train_causal_lm(options: TrainOptions, *, tokenizer=None, callbacks=()) -> R
             log_dag_losses=options.log_dag and options.architecture == "pldrllm",
         )
         learned_g = config.model_type == "pldrllm" and not config.has_fixed_G
+        # validation blocks as calibration inputs of the order parameters beside the default ones: text the model learns
+        # to predict, cut to leave room for the diagnostic's continuation
+        room = max(1, config.max_position_embeddings - CALIBRATION_ROOM)
+        real_text = [list(ids[:room]) for ids in data.validation[: min(8, len(data.validation))]["input_ids"]]
         installed = add_run_callbacks(
             trainer,
             clip_by_value=options.clip_by == "value",
@@ -114,7 +120,7 @@ def train_causal_lm(options: TrainOptions, *, tokenizer=None, callbacks=()) -> R
             desc=options.architecture,
             order_parameter_file=out / "order_parameter_init.json" if learned_g else None,
             resumed=start.checkpoint is not None,
-            real_text=calibration_blocks(data.validation, config) if learned_g else None,
+            real_text=real_text,
         )
         before = None
         if options.init_from and start.checkpoint is None:
@@ -138,7 +144,7 @@ def train_causal_lm(options: TrainOptions, *, tokenizer=None, callbacks=()) -> R
         report = RunReport(
             family="pldrllm",
             output_dir=str(out),
-            options=run_settings(options),
+            options=settings,
             model_class=type(model).__name__,
             parameters=sum(p.numel() for p in model.parameters()),
             vocab_size=len(data.tokenizer),
@@ -203,15 +209,6 @@ def base_block_size(init_from: str) -> int:
 
         positions = AutoConfig.from_pretrained(init_from).max_position_embeddings
     return min(int(positions or 1024), 1024)
-
-
-def calibration_blocks(blocks, config, count: int = 8) -> list[list[int]]:
-    """Up to `count` validation blocks as calibration inputs of the order parameters: text the model learns to
-    predict, cut to leave room for the diagnostic's continuation (`collapse.CALIBRATION_ROOM`)."""
-    from plldr_hf.models.pldrllm.collapse import CALIBRATION_ROOM
-
-    room = max(1, config.max_position_embeddings - CALIBRATION_ROOM)
-    return [list(ids[:room]) for ids in blocks[: min(count, len(blocks))]["input_ids"]]
 
 
 @dataclass

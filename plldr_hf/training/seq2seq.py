@@ -9,7 +9,7 @@ data → model → `TranslationTrainer` → test scores → `RunReport`, read to
 | model: `AgfForConditionalGeneration` of the recipe's config | `recipes.agf_config` |
 | trainer: length buckets, metrics, the source-use diagnostic | `translation_trainer.TranslationTrainer` |
 | timing, progress | `callbacks.add_run_callbacks` |
-| test scores, `<split>_results.json` | `score_test_split` below (`translation_trainer.evaluate_translation`) |
+| test scores, `<split>_results.json` | `translation_trainer.evaluate_translation` |
 | report, `loss_curves.png` | `report.RunReport`, `plots` |
 
 Recipe (Transformer-base, Vaswani et al., arXiv 1706.03762, §5.3–5.4): Adam (β₂ 0.98, ε 1e-9), inverse-square-root
@@ -135,7 +135,36 @@ def train_translation(options: TranslationOptions, *, tokenizer=None, callbacks=
         )
         installed = add_run_callbacks(trainer, progress=not options.disable_tqdm, desc="translator")
         train_output = trainer.train(resume_from_checkpoint=start.checkpoint)
-        scores = {split: score_test_split(trainer, options, data, split) for split in scored_splits(options, data)}
+        # the test scores (BLEU, chrF against the raw references, token accuracy, loss) of every split but train and
+        # validation, or of `test_splits` (the embedded GNOME pairs only with --gnome-test, which adds them to the data)
+        wanted = options.test_splits
+        if wanted is None:
+            wanted = [split for split in data.raw if split not in ("train", "validation")]
+        missing = [split for split in wanted if split not in data.raw]
+        if missing:
+            logger.info("no %s split in this dataset; not scored", ", ".join(missing))
+        scores = {}
+        for split in (split for split in wanted if split in data.raw):
+            scores[split] = evaluate_translation(
+                trainer.model,
+                data.tokenizer,
+                data.raw[split],
+                tokenized=data.tokenized[split],
+                desc=split,
+                batch_size=options.per_device_eval_batch_size,
+                bf16=options.bf16,
+                disable_tqdm=options.disable_tqdm,
+                source_lang=options.source_lang,
+                target_lang=options.target_lang,
+                max_source_length=options.max_source_length,
+                max_target_length=options.max_target_length,
+                num_beams=options.num_beams,
+            )
+            if is_main:
+                saved = {k: v for k, v in scores[split].items() if k != "hypotheses"}
+                path = out / f"{split}_results.json"
+                path.write_text(json.dumps(saved, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+                print(format_scores(scores[split], title=f"{split} ({len(data.raw[split])} segments)"))
         # every Trainer writes its args.use_cache (False) into the model's config; the saved model decodes with the cache
         trainer.model.config.use_cache = True
         if start.lora is not None:
@@ -186,45 +215,6 @@ def train_translation(options: TranslationOptions, *, tokenizer=None, callbacks=
     if report.main_process:
         report.save()
     return report
-
-
-def scored_splits(options: TranslationOptions, data: TranslationData) -> list[str]:
-    """The splits scored after training: `options.test_splits`, else every split of the data but train and
-    validation (the embedded GNOME pairs only with `--gnome-test`, which adds them to the data)."""
-    wanted = options.test_splits
-    if wanted is None:
-        wanted = tuple(split for split in data.raw if split not in ("train", "validation"))
-    missing = [split for split in wanted if split not in data.raw]
-    if missing:
-        logger.info("no %s split in this dataset; not scored", ", ".join(missing))
-    return [split for split in wanted if split in data.raw]
-
-
-def score_test_split(trainer, options: TranslationOptions, data: TranslationData, split: str) -> dict:
-    """The trained model's scores on one test split (`evaluate_translation`: BLEU, chrF against the raw references,
-    token accuracy, loss), printed as a table and written to `<split>_results.json` by the main process."""
-    raw = data.raw[split]
-    scores = evaluate_translation(
-        trainer.model,
-        data.tokenizer,
-        raw,
-        tokenized=data.tokenized[split],
-        desc=split,
-        batch_size=options.per_device_eval_batch_size,
-        bf16=options.bf16,
-        disable_tqdm=options.disable_tqdm,
-        source_lang=options.source_lang,
-        target_lang=options.target_lang,
-        max_source_length=options.max_source_length,
-        max_target_length=options.max_target_length,
-        num_beams=options.num_beams,
-    )
-    if options.process_index == 0:
-        saved = {k: v for k, v in scores.items() if k != "hypotheses"}
-        path = Path(options.output_dir, f"{split}_results.json")
-        path.write_text(json.dumps(saved, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-        print(format_scores(scores, title=f"{split} ({len(raw)} segments)"))
-    return scores
 
 
 @dataclass

@@ -109,10 +109,12 @@ def train_causal_lm(options: TrainOptions, *, tokenizer=None, callbacks=()) -> R
             log_dag_losses=options.log_dag and options.architecture == "pldrllm",
         )
         learned_g = config.model_type == "pldrllm" and not config.has_fixed_G
-        # validation blocks as calibration inputs of the order parameters beside the default ones: text the model learns
-        # to predict, cut to leave room for the diagnostic's continuation
-        room = max(1, config.max_position_embeddings - CALIBRATION_ROOM)
-        real_text = [list(ids[:room]) for ids in data.validation[: min(8, len(data.validation))]["input_ids"]]
+        real_text = None
+        if learned_g:
+            # validation blocks as calibration inputs of the order parameters beside the default ones: text the model
+            # learns to predict, cut to leave room for the diagnostic's continuation
+            room = max(1, config.max_position_embeddings - CALIBRATION_ROOM)
+            real_text = [list(ids[:room]) for ids in data.validation[: min(8, len(data.validation))]["input_ids"]]
         installed = add_run_callbacks(
             trainer,
             clip_by_value=options.clip_by == "value",

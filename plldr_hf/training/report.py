@@ -9,6 +9,7 @@ import json
 import logging
 import os
 import warnings
+from contextlib import contextmanager
 from dataclasses import MISSING, dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -149,19 +150,17 @@ class _WarningCollector(logging.Handler):
 _NOT_THE_USERS = ("`rope_scaling` is deprecated", "`is_gradient_checkpointing` is deprecated")
 
 
-class collect_warnings:
+@contextmanager
+def collect_warnings():
     """Context manager around a training run: the WARNING records of the package's loggers (`plldr_hf.*`) while it
-    is open, in `.messages` (they are still shown as usual); the libraries' `_NOT_THE_USERS` warnings are not shown."""
-
-    def __enter__(self) -> list[str]:
-        self.handler = _WarningCollector()
-        logging.getLogger("plldr_hf").addHandler(self.handler)
-        self.filters = warnings.catch_warnings()
-        self.filters.__enter__()
-        for message in _NOT_THE_USERS:
-            warnings.filterwarnings("ignore", message=message, category=FutureWarning)
-        return self.handler.messages
-
-    def __exit__(self, *exc) -> None:
-        self.filters.__exit__(*exc)
-        logging.getLogger("plldr_hf").removeHandler(self.handler)
+    is open, as the list it yields (they are still shown as usual); the libraries' `_NOT_THE_USERS` warnings are not
+    shown."""
+    handler = _WarningCollector()
+    logging.getLogger("plldr_hf").addHandler(handler)
+    try:
+        with warnings.catch_warnings():
+            for message in _NOT_THE_USERS:
+                warnings.filterwarnings("ignore", message=message, category=FutureWarning)
+            yield handler.messages
+    finally:
+        logging.getLogger("plldr_hf").removeHandler(handler)

@@ -144,7 +144,7 @@ def train_translation(options: TranslationOptions, *, tokenizer=None, callbacks=
         if missing:
             logger.info("no %s split in this dataset; not scored", ", ".join(missing))
         scores = {}
-        for split in (split for split in wanted if split in data.raw):
+        for split in [split for split in wanted if split in data.raw]:
             scores[split] = evaluate_translation(
                 trainer.model,
                 data.tokenizer,

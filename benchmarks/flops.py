@@ -26,13 +26,17 @@ and dispatch were free).
 from __future__ import annotations
 
 
-def main_forward_flops(config, batch: int, length: int, context: int | None = None) -> float:
+def main_forward_flops(
+    config, batch: int, length: int, context: int | None = None, *, logits: int | None = None
+) -> float:
     """Forward FLOPs of the shared transformer body and LM head for `batch` × `length` new tokens attending to
-    `context` positions (default: `length`)."""
+    `context` positions (default: `length`), the LM head on `logits` positions (default: every new token; an engine
+    that samples computes it only where it samples, `logits_to_keep=1` at a prefill)."""
     hidden, layers = config.hidden_size, config.num_hidden_layers
     per_layer = 4 * hidden * hidden + 3 * hidden * config.intermediate_size  # q, k, v, o; three FFN products
-    linear = 2 * (layers * per_layer + hidden * config.vocab_size)
-    return batch * length * linear + attention_flops(config, batch, length, context)
+    logits = batch * length if logits is None else logits
+    body = batch * length * 2 * layers * per_layer
+    return body + logits * 2 * hidden * config.vocab_size + attention_flops(config, batch, length, context)
 
 
 def attention_flops(config, batch: int, length: int, context: int | None = None) -> float:
@@ -77,6 +81,22 @@ def decode_bound(config, batch: int, prompt: int, new_tokens: int) -> float:
     steps = sum(main_forward_flops(config, batch, 1, context=prompt + t) for t in range(new_tokens))
     extra = metric_learner_flops(config, batch, prompt, projections=batch * (prompt + new_tokens))
     return (prefill + steps + sum(extra.values())) / (prefill + steps)
+
+
+def serving_bound(config, prompts: list[int], new_tokens: int) -> float:
+    """(collapsed) / (learned G) FLOPs of serving one batch of requests, prompts of the given lengths, `new_tokens`
+    greedy tokens each, as a serving engine (vLLM) runs it: each prompt prefilled once with the LM head at its last
+    position only, then `new_tokens - 1` decode steps, each attending to the prompt and the tokens so far. Both
+    project every token's q_rot·G; the learned G adds, once per request, its Gram matrix, metric learner and power law.
+    A ratio ≤ 1: the most a learned G's throughput can reach of the collapsed model's."""
+    collapsed = extra = 0.0
+    for prompt in prompts:
+        collapsed += main_forward_flops(config, 1, prompt, logits=1)
+        collapsed += sum(main_forward_flops(config, 1, 1, context=prompt + t) for t in range(1, new_tokens))
+        learner = metric_learner_flops(config, 1, prompt, projections=prompt + new_tokens - 1)
+        collapsed += learner.pop("projection")
+        extra += sum(learner.values())
+    return collapsed / (collapsed + extra)
 
 
 def unit_gemm_shapes(config, batch: int, *, backward: bool, recompute: bool, block: int) -> list[tuple[int, int, int]]:

@@ -26,9 +26,10 @@ tok/s = generated tokens / wall time of one whole batch; each round runs the con
 rotated; the report gives medians over `--rounds` rounds after a warm-up round, and the machine's load average
 when the run started. Tokens: each contender's greedy tokens per request against HF `generate()` on that prompt alone.
 
-FLOP bound of learned / collapsed: the metric learner adds, per request and layer, the Gram matrix (2·T·H·d²) and
-the residual units on H·d rows of d (≈ 2·3·d·A_dff·units·dense per row) at prefill only; `flop_ratio` in the report
-is collapsed FLOPs / learned FLOPs over a batch, the best a learned G can reach.
+FLOP bound of learned / collapsed (`benchmarks.flops.serving_bound`): the collapsed model's FLOPs of a batch as vLLM
+runs it (the LM head only where it samples: each prompt's last position and every decode step) over the same plus
+what a learned G adds once per request and layer at prefill: the Gram matrix (2·T·H·d²), the residual units on H·d
+rows of d (≈ 2·3·d·A_dff·units·dense per row) and the power law; the best a learned G can reach.
 
 Each change on its own (`changes` in the report, one layer of the 110M metric learner at the 64-request workload):
 the prefill metric learner on torch's GEMMs (`fused_units.py`) against vLLM's CPU GEMM, and the decode product q·G
@@ -50,6 +51,7 @@ import sys
 import time
 from pathlib import Path
 
+from benchmarks.flops import serving_bound
 from benchmarks.vllm_serving import (
     MAX_MODEL_LEN,
     Timed,
@@ -190,21 +192,6 @@ def worker(kind: str, folder: str, max_len: str, max_seqs: str, threads: str) ->
         answer = {"outputs": outputs, "seconds": time.perf_counter() - start}
         print(ANSWER + json.dumps(answer), flush=True)
     return 0
-
-
-def flop_ratio(config, prompts: list[list[int]], new_tokens: int) -> float:
-    """Collapsed / learned multiply-add count of a batch (the learned G's extra work: Gram matrix and metric learner
-    once per request and layer)."""
-    h, d, hidden, inner, vocab = (config.num_attention_heads, config.head_dim, config.hidden_size,
-                                  config.intermediate_size, config.vocab_size)  # fmt: skip
-    per_token = config.num_hidden_layers * (4 * hidden * hidden + 3 * hidden * inner + h * d * d) + hidden * vocab
-    tokens = sum(len(p) + new_tokens for p in prompts)
-    attention = sum(config.num_hidden_layers * h * d * (len(p) + new_tokens) ** 2 for p in prompts)  # q·k and p·v
-    collapsed = tokens * per_token + attention
-    units = config.num_reslayerA * config.num_denseA * 3 * d * config.A_dff  # per row of a d × d matrix
-    per_request = config.num_hidden_layers * h * (d * units + 3 * d**3)  # residual units + W·A and a·A_P
-    gram = sum(config.num_hidden_layers * h * d * d * len(p) for p in prompts)
-    return collapsed / (collapsed + len(prompts) * per_request + gram)
 
 
 def change_timings(learned_model, prompts: list[list[int]]) -> dict:
@@ -368,7 +355,7 @@ def main(argv=None) -> int:
                 "new_tokens": args.new_tokens,
                 **throughput(times, len(prompts) * args.new_tokens),
                 "equal": {name: sum(a == b for a, b in zip(outputs[name], reference[name])) for name in CONTENDERS},
-                "flop_ratio": flop_ratio(models["learned"][1].config, prompts, args.new_tokens),
+                "flop_ratio": serving_bound(models["learned"][1].config, [len(p) for p in prompts], args.new_tokens),
             }
         )
         print(json.dumps(results[-1]["tok_s"]), json.dumps(results[-1]["equal"]), file=sys.stderr, flush=True)

@@ -68,6 +68,31 @@ def test_training_count_is_three_forwards(models):
         suite.configure_pldr(pldr, "pldr")
 
 
+def test_serving_bound_is_the_ratio_torch_counts_for_a_served_batch(monkeypatch):
+    """Prompts of two lengths, each prefilled with its logits at the last position (`logits_to_keep=1`, as a serving
+    engine samples), then decoded from its KV and G caches: torch's count of the learned model's products over the
+    collapsed model's is the serving bound (the attention term left out on both sides, as above)."""
+    sizes = dict(suite.pldr_sizes("quick"), new_tokens=0)
+    built = generate_speed.build_models(sizes, ["uncollapsed", "collapsed"], prompt_len=0)
+    prompts, new_tokens = [LENGTH, 7], 4
+
+    def served(model) -> int:
+        with FlopCounterMode(display=False) as counter, torch.no_grad():
+            for i, length in enumerate(prompts):
+                ids = suite.random_ids(1, length, sizes["vocab_size"], seed=i)
+                cache = model(input_ids=ids, use_cache=True, logits_to_keep=1).past_key_values
+                for _ in range(new_tokens - 1):
+                    step = suite.random_ids(1, 1, sizes["vocab_size"], seed=i)
+                    cache = model(input_ids=step, past_key_values=cache).past_key_values
+        return counter.get_total_flops()
+
+    learned, collapsed = served(built["uncollapsed"]), served(built["collapsed"])
+    assert learned > collapsed
+    monkeypatch.setattr(flops, "attention_flops", lambda *args, **kwargs: 0)
+    bound = flops.serving_bound(built["uncollapsed"].config, prompts, new_tokens)
+    assert bound == pytest.approx(collapsed / learned, rel=1e-12)
+
+
 class _ProductShapes(TorchDispatchMode):
     """(m, k, n) of every mm / addmm / addmm_ dispatched."""
 

@@ -67,16 +67,16 @@ def _packed_linear(x: torch.Tensor, layer: nn.Linear, bias: torch.Tensor | None)
     return layer.cpu_linear(x, layer.weight, bias)
 
 
-def in_place_rows(states: torch.Tensor, slots: torch.Tensor, heads: int, head_dim: int):
+def in_place_rows(states: torch.Tensor, slots: torch.Tensor, offsets: torch.Tensor):
     """The state (slots, H, d, d) as a table of d-wide rows and, for each slot in `slots` (N,), the indices (N·H, d)
-    of its G_LM rows per head; None when the state's layout has no such view (then gather instead)."""
-    d = head_dim
+    of its G_LM rows per head; None when the state's layout has no such view (then gather instead). `offsets` is
+    `torch.arange(H·d)`, the rows of one slot."""
+    d = states.shape[-1]
     if states.stride()[1:] != (d * d, d, 1) or states.stride(0) % d:
         return None
     slot_rows = states.stride(0) // d
-    table = torch.as_strided(states, ((states.shape[0] - 1) * slot_rows + heads * d, d), (d, 1))
-    offsets = torch.arange(heads * d, device=slots.device).view(1, heads, d)
-    return table, (slots.view(-1, 1, 1) * slot_rows + offsets).view(-1, d)
+    table = torch.as_strided(states, ((states.shape[0] - 1) * slot_rows + offsets.numel(), d), (d, 1))
+    return table, (slots.view(-1, 1) * slot_rows + offsets).view(-1, d)
 
 
 class PldrllmVllmConfig(VerifyAndUpdateConfig):
@@ -150,6 +150,7 @@ class PldrllmGState(MambaBase, nn.Module):
         for param in self.parameters():
             param.requires_grad_(False)
         self.run_units = None  # the residual units on vLLM's GEMM, for `metric_learner` (`pack_weights`)
+        self.register_buffer("row_offsets", torch.arange(self.num_heads * self.head_dim), persistent=False)
         vllm_config = get_current_vllm_config()
         forward_context = vllm_config.compilation_config.static_forward_context
         if prefix in forward_context:
@@ -199,7 +200,7 @@ class PldrllmGState(MambaBase, nn.Module):
     def project_decodes(self, q: torch.Tensor, slots: torch.Tensor) -> torch.Tensor:
         """q' = q·G_LM (N, H, d) of N decode tokens q (N, H, d), each with the G_LM of its request's state slot."""
         (states,) = self.kv_cache
-        view = in_place_rows(states, slots, self.num_heads, self.head_dim)
+        view = in_place_rows(states, slots, self.row_offsets)
         if view is None:
             logger.warning_once(
                 "PLDR-LLM with a learned G: the G state's layout %s has no in-place row view; each decode step "
@@ -220,28 +221,27 @@ class PldrllmGState(MambaBase, nn.Module):
         metadata = metadata.get(self.prefix) if isinstance(metadata, dict) else None
         tokens = q.shape[0]
         q = q.view(tokens, self.num_heads, self.head_dim).float()
+        # q' is written into `out` (tokens, H, d) request by request: no concatenation, one copy per token
+        out = out.view(tokens, self.num_heads, self.head_dim)
         if metadata is None:  # vLLM's profiling run: any G of the right cost will do
-            g = self.g_of([q])[0]
-            out.copy_(torch.matmul(q.transpose(0, 1), g).transpose(0, 1).reshape(tokens, -1).to(out.dtype))
+            out.copy_(torch.matmul(q.transpose(0, 1), self.g_of([q])[0]).transpose(0, 1))
             return
         (states,) = self.kv_cache  # (slots, H, d, d)
         decodes, prefill_tokens = metadata.num_decode_tokens, metadata.num_prefill_tokens
-        projected = []
         if decodes:  # vLLM orders a batch's decodes first
-            projected.append(self.project_decodes(q[:decodes], metadata.state_indices_tensor_d.flatten()[:decodes]))
+            out[:decodes] = self.project_decodes(q[:decodes], metadata.state_indices_tensor_d.flatten()[:decodes])
         if prefill_tokens:
             if metadata.has_initial_states_p is not None and bool(metadata.has_initial_states_p.any()):
                 raise RuntimeError(
                     f"PLDR-LLM (vLLM): a prompt was prefilled in parts, but {WHOLE_PROMPT}; switch chunked prefill "
                     "and prefix caching off (--no-enable-chunked-prefill --no-enable-prefix-caching)"
                 )
-            starts = metadata.query_start_loc_p.tolist()
-            prompts = [q[decodes + start : decodes + end] for start, end in zip(starts[:-1], starts[1:])]
-            g = self.g_of(prompts)
-            states[metadata.state_indices_tensor_p.flatten()[: len(prompts)]] = g
-            projected += [torch.matmul(prompt.transpose(0, 1), g_i).transpose(0, 1) for prompt, g_i in zip(prompts, g)]
-        done = decodes + prefill_tokens
-        out[:done] = torch.cat(projected).reshape(done, -1).to(out.dtype)
+            bounds = (decodes + metadata.query_start_loc_p).tolist()
+            spans = list(zip(bounds[:-1], bounds[1:]))
+            g = self.g_of([q[start:end] for start, end in spans])
+            states[metadata.state_indices_tensor_p.flatten()[: len(spans)]] = g
+            for (start, end), g_i in zip(spans, g):
+                out[start:end] = torch.matmul(q[start:end].transpose(0, 1), g_i).transpose(0, 1)
 
 
 def pldrllm_g_state(q: torch.Tensor, out: torch.Tensor, layer_name: str) -> None:

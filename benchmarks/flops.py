@@ -27,22 +27,26 @@ from __future__ import annotations
 
 
 def main_forward_flops(
-    config, batch: int, length: int, context: int | None = None, *, logits: int | None = None
+    config, batch: int, length: int, context: int | None = None, *, logits: int | None = None, causal: bool = False
 ) -> float:
     """Forward FLOPs of the shared transformer body and LM head for `batch` × `length` new tokens attending to
-    `context` positions (default: `length`), the LM head on `logits` positions (default: every new token; an engine
-    that samples computes it only where it samples, `logits_to_keep=1` at a prefill)."""
+    `context` positions (default: `length`; `causal` as in `attention_flops`), the LM head on `logits` positions
+    (default: every new token; an engine that samples computes it only where it samples, `logits_to_keep=1` at a
+    prefill)."""
     hidden, layers = config.hidden_size, config.num_hidden_layers
     per_layer = 4 * hidden * hidden + 3 * hidden * config.intermediate_size  # q, k, v, o; three FFN products
     logits = batch * length if logits is None else logits
     body = batch * length * 2 * layers * per_layer
-    return body + logits * 2 * hidden * config.vocab_size + attention_flops(config, batch, length, context)
+    return body + logits * 2 * hidden * config.vocab_size + attention_flops(config, batch, length, context, causal)
 
 
-def attention_flops(config, batch: int, length: int, context: int | None = None) -> float:
-    """The scores and values of every layer's attention: 4·context·D per new token and layer (a full block)."""
+def attention_flops(config, batch: int, length: int, context: int | None = None, causal: bool = False) -> float:
+    """The scores and values of every layer's attention: 4·context·D per new token and layer (a full block), or with
+    `causal` 4·D per position a new token sees (the new tokens are the last `length` of the `context`, each sees
+    those before it and itself, as a kernel that skips the masked part computes)."""
     context = length if context is None else context
-    return batch * length * 4 * context * config.hidden_size * config.num_hidden_layers
+    seen = length * (context - length) + length * (length + 1) // 2 if causal else length * context
+    return batch * seen * 4 * config.hidden_size * config.num_hidden_layers
 
 
 def metric_learner_flops(config, batch: int, length: int, *, projections: int | None = None) -> dict[str, float]:
@@ -86,13 +90,14 @@ def decode_bound(config, batch: int, prompt: int, new_tokens: int) -> float:
 def serving_bound(config, prompts: list[int], new_tokens: int) -> float:
     """(collapsed) / (learned G) FLOPs of serving one batch of requests, prompts of the given lengths, `new_tokens`
     greedy tokens each, as a serving engine (vLLM) runs it: each prompt prefilled once with the LM head at its last
-    position only, then `new_tokens - 1` decode steps, each attending to the prompt and the tokens so far. Both
+    position only and causal attention, then `new_tokens - 1` decode steps, each attending to the prompt and the
+    tokens so far. Both
     project every token's q_rot·G; the learned G adds, once per request, its Gram matrix, metric learner and power law.
     A ratio ≤ 1: the most a learned G's throughput can reach of the collapsed model's."""
     collapsed = extra = 0.0
     for prompt in prompts:
-        collapsed += main_forward_flops(config, 1, prompt, logits=1)
-        collapsed += sum(main_forward_flops(config, 1, 1, context=prompt + t) for t in range(1, new_tokens))
+        collapsed += main_forward_flops(config, 1, prompt, logits=1, causal=True)
+        collapsed += sum(main_forward_flops(config, 1, 1, prompt + t, causal=True) for t in range(1, new_tokens))
         learner = metric_learner_flops(config, 1, prompt, projections=prompt + new_tokens - 1)
         collapsed += learner.pop("projection")
         extra += sum(learner.values())

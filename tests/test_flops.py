@@ -93,6 +93,17 @@ def test_serving_bound_is_the_ratio_torch_counts_for_a_served_batch(monkeypatch)
     assert bound == pytest.approx(collapsed / learned, rel=1e-12)
 
 
+def test_a_causal_prefill_sees_what_its_tokens_would_see_one_by_one(models):
+    """A causal prefill's attention count is the sum of decoding its tokens one at a time; a decode step's count is
+    the same causal or not (one token sees the whole context)."""
+    config = models[0].config
+    one_by_one = sum(flops.attention_flops(config, BATCH, 1, t) for t in range(1, LENGTH + 1))
+    assert flops.attention_flops(config, BATCH, LENGTH, causal=True) == one_by_one
+    assert flops.attention_flops(config, BATCH, 1, 30, causal=True) == flops.attention_flops(config, BATCH, 1, 30)
+    later = sum(flops.attention_flops(config, BATCH, 1, t) for t in range(11, LENGTH + 1))
+    assert flops.attention_flops(config, BATCH, LENGTH - 10, LENGTH, causal=True) == later
+
+
 class _ProductShapes(TorchDispatchMode):
     """(m, k, n) of every mm / addmm / addmm_ dispatched."""
 

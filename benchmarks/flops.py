@@ -91,9 +91,9 @@ def serving_bound(config, prompts: list[int], new_tokens: int) -> float:
     """(collapsed) / (learned G) FLOPs of serving one batch of requests, prompts of the given lengths, `new_tokens`
     greedy tokens each, as a serving engine (vLLM) runs it: each prompt prefilled once with the LM head at its last
     position only and causal attention, then `new_tokens - 1` decode steps, each attending to the prompt and the
-    tokens so far. Both
-    project every token's q_rot·G; the learned G adds, once per request, its Gram matrix, metric learner and power law.
-    A ratio ≤ 1: the most a learned G's throughput can reach of the collapsed model's."""
+    tokens so far. Both project every token's q_rot·G; the learned G adds, once per request and layer, its Gram
+    matrix, metric learner and power law. A ratio ≤ 1: the most a learned G's throughput can reach of the collapsed
+    model's."""
     collapsed = extra = 0.0
     for prompt in prompts:
         collapsed += main_forward_flops(config, 1, prompt, logits=1, causal=True)

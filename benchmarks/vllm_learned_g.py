@@ -27,9 +27,10 @@ rotated; the report gives medians over `--rounds` rounds after a warm-up round, 
 when the run started. Tokens: each contender's greedy tokens per request against HF `generate()` on that prompt alone.
 
 FLOP bound of learned / collapsed (`benchmarks.flops.serving_bound`): the collapsed model's FLOPs of a batch as vLLM
-runs it (the LM head only where it samples: each prompt's last position and every decode step) over the same plus
-what a learned G adds once per request and layer at prefill: the Gram matrix (2·T·H·d²), the residual units on H·d
-rows of d (≈ 2·3·d·A_dff·units·dense per row) and the power law; the best a learned G can reach.
+runs it (the LM head only where it samples: each prompt's last position and every decode step; causal attention at
+prefill) over the same plus what a learned G adds once per request and layer at prefill: the Gram matrix
+(2·T·H·d²), the residual units on H·d rows of d (≈ 2·3·d·A_dff·units·dense per row) and the power law; the best a
+learned G can reach.
 
 Each change on its own (`changes` in the report, one layer of the 110M metric learner at the 64-request workload):
 the prefill metric learner on torch's GEMMs (`fused_units.py`) against vLLM's CPU GEMM, and the decode product q·G

@@ -87,21 +87,30 @@ def decode_bound(config, batch: int, prompt: int, new_tokens: int) -> float:
     return (prefill + steps + sum(extra.values())) / (prefill + steps)
 
 
-def serving_bound(config, prompts: list[int], new_tokens: int) -> float:
-    """(collapsed) / (learned G) FLOPs of serving one batch of requests, prompts of the given lengths, `new_tokens`
-    greedy tokens each, as a serving engine (vLLM) runs it: each prompt prefilled once with the LM head at its last
-    position only and causal attention, then `new_tokens - 1` decode steps, each attending to the prompt and the
-    tokens so far. Both project every token's q_rot·G; the learned G adds, once per request and layer, its Gram
-    matrix, metric learner and power law. A ratio ≤ 1: the most a learned G's throughput can reach of the collapsed
-    model's."""
-    collapsed = extra = 0.0
+def serving_flops(config, prompts: list[int], new_tokens: int) -> dict[str, float]:
+    """FLOPs of serving one batch of requests, prompts of the given lengths, `new_tokens` greedy tokens each, as a
+    serving engine (vLLM) runs it, by part: each prompt prefilled once with the LM head at its last position only and
+    causal attention, then `new_tokens - 1` decode steps, each attending to the prompt and the tokens so far.
+    `linear` (the body's and the LM head's products), `attention` and `projection` (q_rot·G of every token) are the
+    work of both a collapsed and a learned G; `gram`, `units` and `power_law`, once per request and layer, a learned
+    G's alone."""
+    parts = dict.fromkeys(("linear", "attention", "projection", "gram", "units", "power_law"), 0.0)
     for prompt in prompts:
-        collapsed += main_forward_flops(config, 1, prompt, logits=1, causal=True)
-        collapsed += sum(main_forward_flops(config, 1, 1, prompt + t, causal=True) for t in range(1, new_tokens))
-        learner = metric_learner_flops(config, 1, prompt, projections=prompt + new_tokens - 1)
-        collapsed += learner.pop("projection")
-        extra += sum(learner.values())
-    return collapsed / (collapsed + extra)
+        for length, context in [(prompt, prompt), *((1, prompt + t) for t in range(1, new_tokens))]:
+            attention = attention_flops(config, 1, length, context, causal=True)
+            parts["attention"] += attention
+            parts["linear"] += main_forward_flops(config, 1, length, context, logits=1, causal=True) - attention
+        for name, value in metric_learner_flops(config, 1, prompt, projections=prompt + new_tokens - 1).items():
+            parts[name] += value
+    return parts
+
+
+def serving_bound(config, prompts: list[int], new_tokens: int) -> float:
+    """(collapsed) / (learned G) FLOPs of serving one batch (`serving_flops`): a ratio ≤ 1, the most a learned G's
+    throughput can reach of the collapsed model's."""
+    parts = serving_flops(config, prompts, new_tokens)
+    collapsed = parts["linear"] + parts["attention"] + parts["projection"]
+    return collapsed / (collapsed + parts["gram"] + parts["units"] + parts["power_law"])
 
 
 def unit_gemm_shapes(config, batch: int, *, backward: bool, recompute: bool, block: int) -> list[tuple[int, int, int]]:

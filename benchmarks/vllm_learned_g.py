@@ -38,6 +38,12 @@ read by gathering each request's G against reading it in place.
 
     .venv-vllm/bin/python -m benchmarks.vllm_learned_g            # 32, 64 short; 16 × 512 and 16 × 1,024 tokens
     .venv-vllm/bin/python -m benchmarks.vllm_learned_g --quick    # tiny models, a smoke run
+    .venv-vllm/bin/python -m benchmarks.vllm_learned_g --requests 64 --long-prompts 512 --profile --stem vllm_learned_g_profile
+
+`--profile` adds, per workload, one batch of the learned engine under `torch.profiler`: its oneDNN GEMM time split
+into the metric learner's residual units (products whose operands are d or A_dff wide) and the model's linear layers
+and LM head, each with its FLOP rate (`benchmarks.flops.serving_flops`), both from the same batch. The profiler
+slows the small operations, so this batch is not timed.
 
 Writes `benchmarks/results/vllm_learned_g.md`, `.json` and `.png` (`--report-dir`, `--stem`).
 """
@@ -52,7 +58,7 @@ import sys
 import time
 from pathlib import Path
 
-from benchmarks.flops import serving_bound
+from benchmarks.flops import serving_bound, serving_flops
 from benchmarks.vllm_serving import (
     MAX_MODEL_LEN,
     Timed,
@@ -81,6 +87,14 @@ FLAGS = (
     ("--long-requests", dict(type=int, default=16, help="requests per long workload [16]")),
     ("--model", dict(help="a trained learned-G PLDR-LLM folder instead of random weights (with --calibration)")),
     ("--calibration", dict(help="texts, one per line, on which --model's collapse() must accept its G")),
+    (
+        "--profile",
+        dict(
+            action="store_true",
+            help="after each workload's rounds, one batch per vLLM engine under "
+            "torch.profiler: its oneDNN GEMM time, and the metric learner's GEMM rate from it",
+        ),
+    ),
 )
 
 
@@ -158,11 +172,20 @@ class Worker:
                 return json.loads(line[len(ANSWER) :])
         raise RuntimeError(f"benchmark worker stopped (exit code {self.process.wait()})")
 
-    def __call__(self, prompts: list[list[int]], new_tokens: int) -> Timed:
-        self.process.stdin.write(json.dumps({"prompts": prompts, "new_tokens": new_tokens}) + "\n")
+    def _send(self, prompts: list[list[int]], new_tokens: int, profile: bool = False) -> dict:
+        self.process.stdin.write(json.dumps({"prompts": prompts, "new_tokens": new_tokens, "profile": profile}) + "\n")
         self.process.stdin.flush()
-        answer = self._answer()
+        return self._answer()
+
+    def __call__(self, prompts: list[list[int]], new_tokens: int) -> Timed:
+        answer = self._send(prompts, new_tokens)
         return Timed(answer["outputs"], answer["seconds"])
+
+    def gemm_seconds(self, prompts: list[list[int]], new_tokens: int) -> dict:
+        """{"model": …, "units": …}: the oneDNN GEMM time (`_C::onednn_mm`) of one batch run under `torch.profiler`,
+        split by the widths of the products: the metric learner's residual units (d and A_dff wide) and the rest
+        (the model's linear layers and LM head)."""
+        return self._send(prompts, new_tokens, profile=True)["gemm_seconds"]
 
     def close(self) -> None:
         self.process.stdin.close()
@@ -188,11 +211,37 @@ def worker(kind: str, folder: str, max_len: str, max_seqs: str, threads: str) ->
     print(ANSWER + "{}", flush=True)
     for line in sys.stdin:
         request = json.loads(line)
+        if request["profile"]:
+            print(ANSWER + json.dumps({"gemm_seconds": profiled_gemms(run, request, folder)}), flush=True)
+            continue
         start = time.perf_counter()
         outputs = run(request["prompts"], request["new_tokens"])
         answer = {"outputs": outputs, "seconds": time.perf_counter() - start}
         print(ANSWER + json.dumps(answer), flush=True)
     return 0
+
+
+def profiled_gemms(run, request: dict, folder: str) -> dict:
+    """One batch under `torch.profiler`: the oneDNN GEMM seconds of the metric learner's units (every operand d or
+    A_dff wide) and of the rest, from the same run (`Worker.gemm_seconds`)."""
+    from torch.profiler import ProfilerActivity, profile
+    from transformers import AutoConfig
+
+    import plldr_hf  # noqa: F401  (registers the family for AutoConfig)
+
+    config = AutoConfig.from_pretrained(folder)
+    units = {config.head_dim, config.A_dff}
+    model = {config.hidden_size, config.num_attention_heads * config.head_dim, config.intermediate_size}
+    if units & model:
+        raise SystemExit(f"error: --profile tells the units' GEMMs by their widths {units}, which the model's share")
+    with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as profiler:
+        run(request["prompts"], request["new_tokens"])
+    seconds = {"model": 0.0, "units": 0.0}
+    for event in profiler.key_averages(group_by_input_shape=True):
+        if event.key == "_C::onednn_mm":
+            widths = {shape[-1] for shape in event.input_shapes if len(shape) == 2}
+            seconds["units" if widths <= units else "model"] += event.self_cpu_time_total / 1e6
+    return seconds
 
 
 def change_timings(learned_model, prompts: list[list[int]]) -> dict:
@@ -274,6 +323,19 @@ def markdown(results: list[dict], meta: dict) -> str:
             + ", ".join(f"{eq[name]}/{r['requests']}" for name in CONTENDERS)
             + " |"
         )
+    profiled = [r for r in results if "gemm_seconds" in r]
+    if profiled:
+        lines += ["", f"oneDNN GEMMs of one batch of the {learned} engine under `torch.profiler` (`--profile`):", ""]
+        lines += [
+            "| requests × prompt tokens | the model's GEMMs: s, GFLOP/s | the metric learner's units: s, GFLOP/s |",
+            "|---|---|---|",
+        ]
+        for r in profiled:
+            gemm, flops = r["gemm_seconds"], r["flops"]
+            lines.append(
+                f"| {r['label']} | {gemm['model']:.2f}, {flops['linear'] / gemm['model'] / 1e9:.0f} | "
+                f"{gemm['units']:.2f}, {flops['units'] / gemm['units'] / 1e9:.0f} |"
+            )
     lines += ["", "Each change on its own (layer 0 of the metric learner, the 64-request short workload):", ""]
     lines += ["| measured | median |", "|---|---|"]
     lines += [f"| {name} | {value:.3f} |" for name, value in meta["changes"].items()]
@@ -359,6 +421,11 @@ def main(argv=None) -> int:
                 "flop_ratio": serving_bound(models["learned"][1].config, [len(p) for p in prompts], args.new_tokens),
             }
         )
+        if args.profile:
+            results[-1]["gemm_seconds"] = workers[CONTENDERS[0]].gemm_seconds(prompts, args.new_tokens)
+            results[-1]["flops"] = serving_flops(
+                models["learned"][1].config, [len(p) for p in prompts], args.new_tokens
+            )
         print(json.dumps(results[-1]["tok_s"]), json.dumps(results[-1]["equal"]), file=sys.stderr, flush=True)
     for process in workers.values():
         process.close()

@@ -204,3 +204,17 @@ def test_serving_benchmarks_quick_mode(tmp_path, name):
         assert set(result["equal"].values()) == {result["requests"]}, result["equal"]
         assert all(speed > 0 for speed in result["tok_s"].values())
     assert (tmp_path / f"{name}_quick.png").stat().st_size > 0
+
+
+def test_learned_g_benchmark_profiles_the_engines_gemms(tmp_path):
+    """`--profile`: each workload reports the learned engine's oneDNN GEMM time of one profiled batch, split into the
+    metric learner's units and the model's layers, and both rates in the report."""
+    argv = [sys.executable, "-m", "benchmarks.vllm_learned_g", "--quick", "--profile"]
+    argv += ["--work-dir", str(tmp_path / "work"), "--report-dir", str(tmp_path)]
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=900, env=ENV, cwd=REPO_ROOT)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    results = json.loads((tmp_path / "vllm_learned_g_quick.json").read_text())["results"]
+    for result in results:
+        assert result["gemm_seconds"]["model"] > 0 and result["gemm_seconds"]["units"] > 0, result["gemm_seconds"]
+        assert result["flops"]["units"] > 0 and result["flops"]["linear"] > 0
+    assert "oneDNN GEMMs of one batch" in (tmp_path / "vllm_learned_g_quick.md").read_text()
